@@ -1,0 +1,1 @@
+"""yomite's domain and timing engine. Pure: no asyncio, threads, audio or web imports, no wall clock."""

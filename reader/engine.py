@@ -1,0 +1,570 @@
+"""The timing engine: the match programme as an exact, pausable timeline.
+
+Contract:
+- `handle(event)` reads the injected clock once, catches up with it (segments whose end has
+  passed are left, in order, at their exact planned frames), applies the event and returns the
+  commands to carry out, in order: `Record` (journal) first, then audio, then `Publish`.
+- Time is planned in output frames. A segment's start frame is the previous segment's end, so
+  every gap is exact to the sample however late the runtime wakes up. Clips are sent
+  (`PlayClip`) one clip ahead, so a sink that keeps a schedule plays them on time.
+- `next_deadline()` is the clock time at which the engine next has something to do; the runtime
+  sends `Tick` then (waking late is harmless, waking early is a no-op).
+- A hold cuts the programme at the clock's frame (`StopAudio`); when the last hold is lowered a
+  lead-in silence runs, then reading resumes by the resume policy. Silent segments (memorisation,
+  gaps) always resume their remainder; speech follows the policy.
+- An illegal event raises IllegalMove naming the move and the phase. Anything the catch-up had
+  already produced is kept and returned by the next call.
+"""
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, assert_never
+
+from .clip import Clip, ClipDurations, Verse
+from .clock import Clock
+from .commands import Command, PlayClip, Publish, Record, StopAudio
+from .config import MatchConfig, ResumePolicy
+from .deck import Deck
+from .errors import BadDeck, IllegalMove
+from .events import (
+    Abort,
+    ClearHolds,
+    Event,
+    ExtraCard,
+    Hold,
+    Release,
+    Start,
+    Tick,
+    event_name,
+    event_to_dict,
+)
+from .programme import Phase, Segment, SegmentKind, build_programme, extra_card
+from .snapshot import CardView, CutView, HoldView, SegmentView, Snapshot
+
+JOURNAL_VERSION = 1
+
+_MOVE_WORDS = {
+    Start: "start",
+    ExtraCard: "read an extra card",
+    Abort: "abort",
+    Hold: "raise a hold",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    segment: int
+    offset: int  # frames into the segment
+    frame: int  # output frame of the cut
+
+
+@dataclass(slots=True)
+class _Hold:
+    referee: str
+    name: str
+    since: int
+
+
+@dataclass(slots=True)
+class _Card:
+    n: int
+    poem: int
+    started: int
+    finished: int | None = None
+
+
+class Engine:
+    def __init__(
+        self,
+        *,
+        match: MatchConfig,
+        deck: Deck,
+        voice: ClipDurations,
+        clock: Clock,
+        rate: int,
+        cards: int | None = None,
+    ) -> None:
+        self.match = match
+        self.deck = deck
+        self.rate = rate
+        self._voice = voice
+        self._clock = clock
+        self.cards_planned = match.cards if cards is None else cards
+        if not 1 <= self.cards_planned <= len(deck.order):
+            raise BadDeck(
+                f"cards is {self.cards_planned} but the deck holds {len(deck.order)} poems; "
+                f"choose 1..{len(deck.order)} cards or a larger deck"
+            )
+        self._segs: list[Segment] = build_programme(match, deck.order, self.cards_planned)
+        self._silence = [round(s.silence_s * rate) for s in self._segs]
+        self._lead_in = round(match.resume.lead_in_s * rate)
+        self._clip_frames: dict[str, int] = {}
+        self._terminal: Phase | None = Phase.READY
+        self._cur = 0
+        self._anchor = 0
+        self._cut: Cut | None = None
+        self._resume_at: int | None = None
+        self._holds: dict[str, _Hold] = {}
+        self._scheduled: set[int] = set()
+        self._cards: dict[int, _Card] = {}
+        self._extra = 0
+        self._reason = ""
+        self._t = self._frame_now()
+        self._countdown_mark: int | None = None
+        self._seq = 0
+        self._records = 0
+        # committed output not yet returned (kept across an IllegalMove), and the audio
+        # commands and journal facts of the record being built
+        self._out: list[Command] = []
+        self._audio: list[Command] = []
+        self._facts: list[dict[str, Any]] = []
+
+    # ------------------------------------------------------------------ public interface
+    def header(self) -> dict[str, Any]:
+        """The journal's first line: everything needed to build this engine again."""
+        return {
+            "type": "header",
+            "version": JOURNAL_VERSION,
+            "rate": self.rate,
+            "t": self._t / self.rate,
+            "cards": self.cards_planned,
+            "match": self.match.model_dump(mode="json"),
+            "deck": {
+                "poems": list(self.deck.poems),
+                "colors": [c.value for c in self.deck.colors],
+                "seed": self.deck.seed,
+                "order": list(self.deck.order),
+            },
+        }
+
+    @property
+    def phase(self) -> Phase:
+        if self._terminal is not None:
+            return self._terminal
+        return self._segs[self._cur].phase
+
+    @property
+    def paused(self) -> bool:
+        return self._cut is not None
+
+    @property
+    def segments(self) -> tuple[Segment, ...]:
+        return tuple(self._segs)
+
+    def programme_clips(self) -> Iterator[Clip]:
+        """Every clip of the programme in reading order (for rendering ahead)."""
+        seen: set[str] = set()
+        for s in self._segs:
+            if s.clip is not None and s.clip.key not in seen:
+                seen.add(s.clip.key)
+                yield s.clip
+
+    def upcoming_clips(self) -> list[Clip]:
+        """Clips not yet reached, in order, plus the next extra card's (so it renders early)."""
+        out = [s.clip for s in self._segs[self._cur :] if s.clip is not None]
+        nxt = len(self._cards_in_programme())
+        if nxt < len(self.deck.order):
+            out += [
+                s.clip
+                for s in extra_card(self.match, 0, nxt + 1, self.deck.order[nxt])
+                if s.clip is not None
+            ]
+        return out
+
+    def next_deadline(self) -> float | None:
+        """Clock time (seconds) of the engine's next scheduled change, or None."""
+        if self._terminal is not None:
+            return None
+        if self._cut is not None:
+            return None if self._resume_at is None else self._resume_at / self.rate
+        end = self._anchor + self._frames(self._cur)
+        deadline = end
+        if self._segs[self._cur].kind is SegmentKind.MEMORISE:
+            k = -(-(end - self._t) // self.rate) - 1  # whole seconds left after the next mark
+            if k >= 1:
+                deadline = min(deadline, end - k * self.rate)
+        return deadline / self.rate
+
+    def handle(self, event: Event) -> list[Command]:
+        t = max(self._frame_now(), self._t)
+        self._t = t
+        self._advance(t)
+        if self._facts and not isinstance(event, Tick):
+            self._commit(Tick(), t)  # the catch-up is its own journal record
+        changed = self._apply(event, t)
+        if changed or self._facts or self._audio:
+            self._commit(event, t)
+        out, self._out = self._out, []
+        return out
+
+    def snapshot(self) -> Snapshot:
+        t = self._t
+        seg_view: SegmentView | None = None
+        countdown: float | None = None
+        card_no = max(self._cards, default=0)
+        if self._terminal is None:
+            s = self._segs[self._cur]
+            frames = self._frames(self._cur)
+            seg_view = SegmentView(
+                index=self._cur,
+                kind=s.kind.value,
+                label=s.label,
+                card=s.card,
+                poem=s.poem if s.card else None,
+                verse=s.verse.value if s.verse else None,
+                reading=s.reading,
+                started_s=self._anchor / self.rate,
+                ends_s=None if self._cut else (self._anchor + frames) / self.rate,
+            )
+            if s.kind is SegmentKind.MEMORISE:
+                left = frames - (self._cut.offset if self._cut else t - self._anchor)
+                countdown = left / self.rate
+        cut_view = None
+        if self._cut is not None:
+            cs = self._segs[self._cut.segment]
+            cut_view = CutView(
+                segment=self._cut.segment,
+                label=cs.label,
+                card=cs.card,
+                poem=cs.poem if cs.card else None,
+                verse=cs.verse.value if cs.verse else None,
+                offset_s=self._cut.offset / self.rate,
+                at_s=self._cut.frame / self.rate,
+            )
+        g = self.match.gaps
+        return Snapshot(
+            seq=self._seq,
+            at_s=t / self.rate,
+            phase=self.phase.value,
+            paused=self._cut is not None,
+            resumes_at_s=None if self._resume_at is None else self._resume_at / self.rate,
+            holds=tuple(
+                HoldView(h.referee, h.name, h.since / self.rate) for h in self._holds.values()
+            ),
+            card=card_no,
+            cards_total=self.cards_planned + self._extra,
+            cards_planned=self.cards_planned,
+            unread_left=len(self.deck.order) - self.cards_planned - self._extra,
+            segment=seg_view,
+            countdown_s=countdown,
+            cut=cut_view,
+            cards=tuple(
+                CardView(
+                    c.n,
+                    c.poem,
+                    c.started / self.rate,
+                    None if c.finished is None else c.finished / self.rate,
+                )
+                for c in sorted(self._cards.values(), key=lambda c: c.n)
+            ),
+            seed=self.deck.seed,
+            colors=tuple(c.value for c in self.deck.colors),
+            policy=self.match.resume.policy.value,
+            lead_in_s=self.match.resume.lead_in_s,
+            timings={
+                "memorise_s": self.match.memorise_s,
+                "after_call_s": g.after_call_s,
+                "between_verses_s": g.between_verses_s,
+                "between_cards_s": g.between_cards_s,
+                "repeat_s": g.repeat_s,
+                "lower_verse_times": self.match.lower_verse_times,
+                "prelude": self.match.prelude.enabled,
+            },
+            reason=self._reason,
+        )
+
+    def state(self) -> dict[str, Any]:
+        """Everything the engine knows, for comparing a replayed engine with a live one."""
+        return {
+            "snapshot": self.snapshot().to_dict(),
+            "cur": self._cur,
+            "anchor": self._anchor,
+            "cut": self._cut,
+            "resume_at": self._resume_at,
+            "holds": {k: (h.name, h.since) for k, h in self._holds.items()},
+            "scheduled": sorted(self._scheduled),
+            "segments": len(self._segs),
+            "clip_frames": dict(self._clip_frames),
+            "countdown_mark": self._countdown_mark,
+            "records": self._records,
+        }
+
+    # ------------------------------------------------------------------ events
+    def _apply(self, event: Event, t: int) -> bool:
+        match event:
+            case Tick():
+                return self._tick(t)
+            case Start():
+                self._require(event, Phase.READY)
+                self._terminal = None
+                self._begin(0, t)
+                return True
+            case Hold(referee=referee, name=name):
+                if self._terminal is Phase.ABORTED:
+                    raise IllegalMove("raise a hold", "aborted", "the match is over")
+                return self._hold(t, referee, name)
+            case Release(referee=referee):
+                return self._release(t, referee)
+            case ClearHolds():
+                return self._release_all(t)
+            case ExtraCard():
+                self._require(event, Phase.FINISHED)
+                return self._extra_card(t)
+            case Abort(reason=reason):
+                if self._terminal is Phase.ABORTED:
+                    return False
+                if self._terminal is Phase.FINISHED:
+                    raise IllegalMove("abort", "finished", "the match is already over")
+                if self._terminal is None:
+                    self._audio.append(StopAudio(t))
+                    self._scheduled.clear()
+                self._terminal = Phase.ABORTED
+                self._cut = None
+                self._resume_at = None
+                self._holds.clear()
+                self._reason = reason
+                self._facts.append({"fact": "aborted", "frame": t, "reason": reason})
+                return True
+            case _:
+                assert_never(event)
+
+    def _require(self, event: Event, *phases: Phase) -> None:
+        if self.phase not in phases:
+            word = _MOVE_WORDS.get(type(event), event_name(event))
+            allowed = " or ".join(p.value for p in phases)
+            raise IllegalMove(word, self._phase_words(), f"only possible when {allowed}")
+
+    def _phase_words(self) -> str:
+        p = self.phase
+        if p is Phase.READY:
+            return "ready"
+        if p in (Phase.FINISHED, Phase.ABORTED):
+            return f"the match is {p.value}"
+        return f"the match is {p.value}" + (" (paused)" if self.paused else "")
+
+    def _tick(self, t: int) -> bool:
+        changed = False
+        if (
+            self._terminal is None
+            and self._cut is not None
+            and self._resume_at is not None
+            and t >= self._resume_at
+        ):
+            self._resume(self._resume_at)
+            self._advance(t)
+            changed = True
+        if self._terminal is None and self._cut is None:
+            s = self._segs[self._cur]
+            if s.kind is SegmentKind.MEMORISE:
+                left = self._anchor + self._frames(self._cur) - t
+                mark = -(-left // self.rate)
+                if mark != self._countdown_mark:
+                    self._countdown_mark = mark
+                    changed = True
+        return changed
+
+    def _hold(self, t: int, referee: str, name: str) -> bool:
+        if referee in self._holds:
+            return False
+        self._holds[referee] = _Hold(referee, name, t)
+        self._facts.append(
+            {"fact": "hold", "referee": referee, "name": name, "frame": t,
+             "holds": len(self._holds)}
+        )
+        if self._terminal is None:
+            if self._cut is None:
+                self._cut_at(t)
+            elif self._resume_at is not None:
+                self._facts.append({"fact": "lead_in_cut", "frame": t})
+                self._resume_at = None
+        return True
+
+    def _release(self, t: int, referee: str) -> bool:
+        if referee not in self._holds:
+            return False
+        del self._holds[referee]
+        self._facts.append(
+            {"fact": "release", "referee": referee, "frame": t, "holds": len(self._holds)}
+        )
+        self._after_release(t)
+        return True
+
+    def _release_all(self, t: int) -> bool:
+        if not self._holds:
+            return False
+        self._facts.append(
+            {"fact": "clear_holds", "referees": list(self._holds), "frame": t, "holds": 0}
+        )
+        self._holds.clear()
+        self._after_release(t)
+        return True
+
+    def _after_release(self, t: int) -> None:
+        if not self._holds and self._cut is not None and self._terminal is None:
+            self._resume_at = t + self._lead_in
+            self._facts.append({"fact": "lead_in", "frame": t, "resume_frame": self._resume_at})
+            if self._lead_in == 0:
+                self._resume(t)
+
+    def _extra_card(self, t: int) -> bool:
+        n = len(self._cards_in_programme())
+        if n >= len(self.deck.order):
+            raise IllegalMove(
+                "read an extra card",
+                "the match is finished",
+                f"all {len(self.deck.order)} poems of the deck have been read",
+            )
+        start = len(self._segs)
+        segs = extra_card(self.match, start, n + 1, self.deck.order[n])
+        self._segs += segs
+        self._silence += [round(s.silence_s * self.rate) for s in segs]
+        self._extra += 1
+        self._terminal = None
+        self._facts.append({"fact": "extra_card", "card": n + 1, "frame": t})
+        self._begin(start, t)
+        return True
+
+    # ------------------------------------------------------------------ the timeline
+    def _frame_now(self) -> int:
+        return round(self._clock.now() * self.rate)
+
+    def _frames(self, i: int) -> int:
+        clip = self._segs[i].clip
+        if clip is None:
+            return self._silence[i]
+        f = self._clip_frames.get(clip.key)
+        if f is None:
+            f = max(1, int(self._voice.frames(clip)))
+            self._clip_frames[clip.key] = f
+            self._facts.append({"fact": "clip", "key": clip.key, "frames": f})
+        return f
+
+    def _cards_in_programme(self) -> list[int]:
+        return sorted({s.card for s in self._segs if s.card})
+
+    def _begin(self, i: int, t: int) -> None:
+        """Start the programme at segment i now; if a hand is already up, start cut."""
+        if self._holds:
+            self._cur, self._anchor = i, t
+            self._note_segment(i, t)
+            self._cut = Cut(i, 0, t)
+            self._facts.append(self._cut_fact(self._cut))
+        else:
+            self._enter(i, t)
+
+    def _advance(self, t: int) -> None:
+        if self._terminal is not None or self._cut is not None:
+            return
+        while self._terminal is None:
+            end = self._anchor + self._frames(self._cur)
+            if t < end:
+                break
+            self._leave(self._cur, end)
+            self._enter(self._cur + 1, end)
+
+    def _leave(self, i: int, frame: int) -> None:
+        s = self._segs[i]
+        if s.verse is Verse.SHIMO and s.card and s.reading == self.match.lower_verse_times:
+            card = self._cards.get(s.card)
+            if card is not None and card.finished is None:
+                card.finished = frame
+                self._facts.append({"fact": "card_read", "card": s.card, "poem": s.poem,
+                                    "frame": frame})
+
+    def _enter(self, i: int, frame: int) -> None:
+        self._cur, self._anchor = i, frame
+        if i >= len(self._segs):
+            self._cur = len(self._segs) - 1
+            self._terminal = Phase.FINISHED
+            self._facts.append({"fact": "finished", "frame": frame})
+            return
+        self._note_segment(i, frame)
+        clip = self._segs[i].clip
+        if clip is not None and i not in self._scheduled:
+            self._play(i, clip, frame, 0)
+        self._schedule_ahead()
+
+    def _note_segment(self, i: int, frame: int, offset: int = 0) -> None:
+        s = self._segs[i]
+        fact: dict[str, Any] = {"fact": "segment", "index": i, "label": s.label,
+                                "kind": s.kind.value, "frame": frame}
+        if offset:
+            fact["offset"] = offset
+        if s.card is not None:
+            fact.update(card=s.card, poem=s.poem)
+        if s.verse is not None:
+            fact.update(verse=s.verse.value, reading=s.reading)
+        self._facts.append(fact)
+        if s.verse is Verse.KAMI and s.card and s.card not in self._cards and s.poem:
+            self._cards[s.card] = _Card(s.card, s.poem, frame)
+
+    def _play(self, i: int, clip: Clip, at: int, offset: int) -> None:
+        self._audio.append(PlayClip(clip, at, offset, i))
+        self._scheduled.add(i)
+
+    def _schedule_ahead(self) -> None:
+        """Send the next clip after the current segment, at its exact planned frame."""
+        start = self._anchor
+        for j in range(self._cur, len(self._segs)):
+            clip = self._segs[j].clip
+            if j > self._cur and clip is not None:
+                if j not in self._scheduled:
+                    self._play(j, clip, start, 0)
+                return
+            start += self._frames(j)
+
+    def _cut_at(self, t: int) -> None:
+        self._cut = Cut(self._cur, t - self._anchor, t)
+        self._audio.append(StopAudio(t))
+        self._scheduled.clear()
+        self._facts.append(self._cut_fact(self._cut))
+
+    def _cut_fact(self, cut: Cut) -> dict[str, Any]:
+        s = self._segs[cut.segment]
+        fact: dict[str, Any] = {"fact": "cut", "segment": cut.segment, "label": s.label,
+                                "offset": cut.offset, "offset_s": cut.offset / self.rate,
+                                "frame": cut.frame}
+        if s.card is not None:
+            fact.update(card=s.card, poem=s.poem)
+        if s.verse is not None:
+            fact.update(verse=s.verse.value)
+        return fact
+
+    def _resume(self, r: int) -> None:
+        assert self._cut is not None
+        idx, off = self._cut.segment, self._cut.offset
+        s = self._segs[idx]
+        policy = self.match.resume.policy
+        if policy is ResumePolicy.RESTART_CARD and s.in_card and s.card_start is not None:
+            idx, off = s.card_start, 0
+        elif s.clip is not None and policy is not ResumePolicy.CONTINUE:
+            off = 0
+        self._cut = None
+        self._resume_at = None
+        self._cur, self._anchor = idx, r - off
+        self._note_segment(idx, r, off)
+        self._facts.append({"fact": "resume", "segment": idx, "offset": off, "frame": r,
+                            "policy": policy.value})
+        clip = self._segs[idx].clip
+        if clip is not None:
+            self._play(idx, clip, r, off)
+        self._schedule_ahead()
+
+    # ------------------------------------------------------------------ output
+    def _commit(self, event: Event, t: int) -> None:
+        self._seq += 1
+        self._records += 1
+        entry = {
+            "type": "event",
+            "seq": self._seq,
+            "t": t / self.rate,
+            "frame": t,
+            "event": event_to_dict(event),
+            "phase": self.phase.value,
+            "paused": self.paused,
+            "facts": self._facts,
+        }
+        self._facts = []
+        self._out += [Record(entry), *self._audio, Publish(self.snapshot())]
+        self._audio = []
+

@@ -1,0 +1,89 @@
+"""Everything that can happen to a match, as a closed union of frozen dataclasses.
+
+Every REST call, WebSocket message, audio fault and passing of time becomes one of these and is
+applied by Engine.handle, in order, from one inbox.
+"""
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from .errors import JournalError
+
+# Holds raised by yomite itself rather than by a referee; the API refuses these ids from clients.
+SYSTEM_PREFIX = "@"
+AUDIO_FAULT = "@audio"  # the output device failed: paused until the operator resumes
+RECOVERED = "@recovered"  # the server restarted from the journal: paused until the operator resumes
+OPERATOR = "@operator"  # the operator paused from the console
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Begin the match: the memorisation call is read at once."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """A referee raises a hand (rule 10). Raising a hand that is already up changes nothing."""
+
+    referee: str
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """A referee lowers a hand. Lowering a hand that is not up changes nothing."""
+
+    referee: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClearHolds:
+    """The operator lowers every hand (including yomite's own holds)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """Time has passed; the engine catches up with the clock."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExtraCard:
+    """After the end: read one more card (the tie-break of a final)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Abort:
+    """Stop the match for good."""
+
+    reason: str = ""
+
+
+Event = Start | Hold | Release | ClearHolds | Tick | ExtraCard | Abort
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    "start": Start,
+    "hold": Hold,
+    "release": Release,
+    "clear_holds": ClearHolds,
+    "tick": Tick,
+    "extra_card": ExtraCard,
+    "abort": Abort,
+}
+_NAMES: dict[type[Event], str] = {v: k for k, v in EVENT_TYPES.items()}
+
+
+def event_name(event: Event) -> str:
+    return _NAMES[type(event)]
+
+
+def event_to_dict(event: Event) -> dict[str, Any]:
+    return {"type": _NAMES[type(event)], **asdict(event)}
+
+
+def event_from_dict(data: dict[str, Any]) -> Event:
+    try:
+        cls = EVENT_TYPES[data["type"]]
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+    except (KeyError, TypeError) as e:
+        raise JournalError(f"not an event: {data!r} ({e})") from None

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Install the Debian packages yomite needs, only those missing.
+#   scripts/system-deps.sh run    # what `make run` needs (PortAudio, PulseAudio client, espeak-ng, ffmpeg)
+#   scripts/system-deps.sh test   # plus what the tests need (PulseAudio server, Chromium, CJK fonts)
+# As root it calls apt-get; otherwise sudo if available; otherwise it prints the command to run.
+set -euo pipefail
+want=(libportaudio2 libasound2-plugins pulseaudio-utils espeak-ng ffmpeg)
+if [ "${1:-run}" = test ]; then
+    want+=(pulseaudio chromium fonts-noto-cjk)
+fi
+missing=()
+for p in "${want[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ "${#missing[@]}" -eq 0 ] && exit 0
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+        sudo="sudo -n"
+    else
+        echo "yomite needs these Debian packages: ${missing[*]}" >&2
+        echo "run as root:  apt-get update && apt-get install -y --no-install-recommends ${missing[*]}" >&2
+        exit 1
+    fi
+fi
+echo "installing Debian packages: ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
