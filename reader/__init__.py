@@ -1,1 +1,4 @@
-"""yomite's domain and timing engine. Pure: no asyncio, threads, audio or web imports, no wall clock."""
+"""yomite's domain and timing engine.
+
+Pure: no asyncio, threads, audio or web imports, and no wall clock.
+"""

@@ -47,9 +47,15 @@ class GapsConfig(Frozen):
 
 class PreludeConfig(Frozen):
     enabled: bool = True
-    intro: Spoken = Spoken(text="ご用意よければ 空札一枚", yomi="ごよういよければ からふだいちまい")
-    kami: Spoken = Spoken(text="東海の 小島の磯の 白砂に", yomi="とうかいの こじまのいその しらすなに")
-    shimo: Spoken = Spoken(text="われ泣きぬれて 蟹とたはむる", yomi="われなきぬれて かにとたわむる")
+    intro: Spoken = Spoken(
+        text="ご用意よければ 空札一枚", yomi="ごよういよければ からふだいちまい"
+    )
+    kami: Spoken = Spoken(
+        text="東海の 小島の磯の 白砂に", yomi="とうかいの こじまのいその しらすなに"
+    )
+    shimo: Spoken = Spoken(
+        text="われ泣きぬれて 蟹とたはむる", yomi="われなきぬれて かにとたわむる"
+    )
 
 
 class ResumeConfig(Frozen):

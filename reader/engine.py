@@ -110,6 +110,7 @@ class Engine:
         self._extra = 0
         self._reason = ""
         self._t = self._frame_now()
+        self._t0 = self._t
         self._countdown_mark: int | None = None
         self._seq = 0
         self._records = 0
@@ -126,7 +127,7 @@ class Engine:
             "type": "header",
             "version": JOURNAL_VERSION,
             "rate": self.rate,
-            "t": self._t / self.rate,
+            "t": self._t0 / self.rate,
             "cards": self.cards_planned,
             "match": self.match.model_dump(mode="json"),
             "deck": {

@@ -147,10 +147,10 @@ def replay_steps(contents: JournalContents) -> Iterator[Engine]:
 
 
 def replay(contents: JournalContents) -> Engine:
-    engine: Engine | None = None
-    for engine in replay_steps(contents):
+    last: Engine | None = None
+    for last in replay_steps(contents):  # noqa: B007 - the last engine is the result
         pass
-    if engine is None:
+    if last is None:
         clock = ManualClock(float(contents.header["t"]))
-        engine = engine_from_header(contents.header, RecordedDurations({}), clock)
-    return engine
+        last = engine_from_header(contents.header, RecordedDurations({}), clock)
+    return last

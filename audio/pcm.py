@@ -1,0 +1,208 @@
+"""Mono PCM arithmetic in pure numpy: silence, trimming, resampling and loudness (ITU-R BS.1770).
+
+Every function takes and returns mono float32 arrays in [-1, 1] at a stated rate. Nothing here
+touches files, devices or voices, so it is safe to call from any thread.
+"""
+
+import math
+
+import numpy as np
+import numpy.typing as npt
+
+Pcm = npt.NDArray[np.float32]
+
+# BS.1770-4 constants: the -0.691 dB offset makes a 997 Hz sine read its RMS level in dBFS.
+_LOUDNESS_OFFSET_DB = -0.691
+_BLOCK_S = 0.400  # gating block
+_STEP_S = 0.100  # 75 % overlap between blocks
+_ABSOLUTE_GATE_LUFS = -70.0
+_RELATIVE_GATE_LU = -10.0
+
+
+def silence(frames: int) -> Pcm:
+    return np.zeros(max(0, int(frames)), dtype=np.float32)
+
+
+def as_pcm(x: npt.ArrayLike) -> Pcm:
+    """A contiguous 1-D float32 copy-or-view of `x` (a 2-D input is down-mixed by the mean)."""
+    a = np.asarray(x)
+    if a.ndim == 2:
+        a = a.mean(axis=1)
+    if a.ndim != 1:
+        raise ValueError(f"expected mono PCM (1-D), got shape {a.shape}")
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def peak(x: npt.NDArray[np.floating]) -> float:
+    return float(np.max(np.abs(x))) if x.size else 0.0
+
+
+def trim_silence(
+    x: npt.NDArray[np.floating], rate: int, threshold_db: float = -45.0, margin_ms: float = 5.0
+) -> Pcm:
+    """`x` without its leading and trailing silence, keeping `margin_ms` either side.
+
+    Silence is any sample more than `threshold_db` below the clip's own peak: relative to the
+    peak, so the trim is the same before and after loudness normalisation and works on quiet
+    recordings. A silent clip trims to an empty array.
+    """
+    a = as_pcm(x)
+    top = peak(a)
+    if top == 0.0:
+        return a[:0]
+    loud = np.flatnonzero(np.abs(a) >= top * 10.0 ** (threshold_db / 20.0))
+    margin = round(margin_ms * rate / 1000.0)
+    start = max(0, int(loud[0]) - margin)
+    stop = min(a.size, int(loud[-1]) + 1 + margin)
+    return a[start:stop]
+
+
+def k_weighting(rate: int) -> tuple[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]], ...]:
+    """The two BS.1770 K-weighting biquads as ((b, a), (b, a)), designed for `rate`.
+
+    BS.1770 tabulates the coefficients only for 48 kHz. Like libebur128 we rebuild them from the
+    analogue prototypes (a high shelf at 1681.97 Hz, +4 dB, and a 38.13 Hz high-pass) with the
+    bilinear transform, which reproduces the 48 kHz table and stays right at other rates.
+    """
+    f0, gain_db, q = 1681.974450955533, 3.999843853973347, 0.7071752369554196
+    k = math.tan(math.pi * f0 / rate)
+    vh = 10.0 ** (gain_db / 20.0)
+    vb = vh**0.4996667741545416
+    d = 1.0 + k / q + k * k
+    shelf_b = np.array([vh + vb * k / q + k * k, 2.0 * (k * k - vh), vh - vb * k / q + k * k]) / d
+    shelf_a = np.array([d, 2.0 * (k * k - 1.0), 1.0 - k / q + k * k]) / d
+
+    f0, q = 38.13547087602444, 0.5003270373238773
+    k = math.tan(math.pi * f0 / rate)
+    d = 1.0 + k / q + k * k
+    # BS.1770 keeps the high-pass numerator un-normalised (1, -2, 1); the offset allows for it.
+    hp_b = np.array([1.0, -2.0, 1.0])
+    hp_a = np.array([1.0, 2.0 * (k * k - 1.0) / d, (1.0 - k / q + k * k) / d])
+    return (shelf_b, shelf_a), (hp_b, hp_a)
+
+
+def _smooth_size(n: int) -> int:
+    """The smallest 2^a 3^b 5^c not below n: sizes numpy's FFT handles fast."""
+    if n <= 1:
+        return 1
+    best = 1 << max(0, (n - 1).bit_length())
+    p5 = 1
+    while p5 < best:
+        p35 = p5
+        while p35 < best:
+            p = p35
+            while p < n:
+                p *= 2
+            best = min(best, p)
+            p35 *= 3
+        p5 *= 5
+    return best
+
+
+def _biquad_response(
+    b: npt.NDArray[np.float64], a: npt.NDArray[np.float64], n_fft: int
+) -> npt.NDArray[np.complex128]:
+    z1 = np.exp(-2j * np.pi * np.arange(n_fft // 2 + 1) / n_fft)  # z^-1 on the rfft grid
+    return (b[0] + b[1] * z1 + b[2] * z1 * z1) / (a[0] + a[1] * z1 + a[2] * z1 * z1)
+
+
+def k_weighted(x: npt.NDArray[np.floating], rate: int) -> npt.NDArray[np.float64]:
+    """`x` through the K-weighting filters (zero initial state, like a time-domain filter).
+
+    numpy has no IIR filter and a per-sample Python loop is far too slow, so the filters are
+    applied as their exact frequency response on a zero-padded FFT. The padding (half a second:
+    the slowest pole, of the 38 Hz high-pass, decays by more than 300 dB in that time) keeps the
+    circular wrap-around of the response out of the signal.
+    """
+    a = np.asarray(x, dtype=np.float64)
+    n_fft = _smooth_size(a.size + rate // 2)
+    h = np.ones(n_fft // 2 + 1, dtype=np.complex128)
+    for b, den in k_weighting(rate):
+        h *= _biquad_response(b, den, n_fft)
+    return np.fft.irfft(np.fft.rfft(a, n_fft) * h, n_fft)[: a.size]
+
+
+def loudness_lufs(x: npt.NDArray[np.floating], rate: int) -> float:
+    """Integrated loudness of a mono signal in LUFS (ITU-R BS.1770-4); -inf for silence.
+
+    Mean square of the K-weighted signal over 400 ms blocks overlapping by 75 %, gated
+    absolutely at -70 LUFS and then relatively at 10 LU below the absolutely-gated level. A clip
+    shorter than one block (a short call) is measured as one block over its whole length.
+    """
+    y = k_weighted(x, rate)
+    if y.size == 0:
+        return -math.inf
+    block = round(_BLOCK_S * rate)
+    if y.size < block:
+        z = np.array([float(np.mean(y * y))])
+    else:
+        step = round(_STEP_S * rate)
+        starts = np.arange(0, y.size - block + 1, step)
+        csum = np.concatenate(([0.0], np.cumsum(y * y)))
+        z = (csum[starts + block] - csum[starts]) / block
+    z = np.maximum(z, 0.0)  # cumsum differences can dip a hair below zero in silence
+
+    def lufs(ms: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        with np.errstate(divide="ignore"):
+            return np.asarray(_LOUDNESS_OFFSET_DB + 10.0 * np.log10(ms), dtype=np.float64)
+
+    z = z[lufs(z) > _ABSOLUTE_GATE_LUFS]
+    if z.size == 0:
+        return -math.inf
+    relative_gate = float(lufs(np.array([z.mean()]))[0]) + _RELATIVE_GATE_LU
+    z = z[lufs(z) > relative_gate]
+    return float(lufs(np.array([z.mean()]))[0])
+
+
+def normalise_loudness(
+    x: npt.NDArray[np.floating], rate: int, target_lufs: float, peak_dbfs: float = -1.0
+) -> Pcm:
+    """`x` scaled to `target_lufs`, or less if that would put a sample above `peak_dbfs`.
+
+    Only a gain is applied, so nothing is ever clipped or compressed; the peak guard wins over
+    the target (a very peaky clip comes out quieter than asked). Silence is returned unchanged.
+    """
+    a = as_pcm(x)
+    measured = loudness_lufs(a, rate)
+    top = peak(a)
+    if not math.isfinite(measured) or top == 0.0:
+        return a.copy()
+    gain = 10.0 ** ((target_lufs - measured) / 20.0)
+    ceiling = 10.0 ** (peak_dbfs / 20.0)
+    gain = min(gain, ceiling / top)
+    return (a.astype(np.float64) * gain).astype(np.float32)
+
+
+def resample(x: npt.NDArray[np.floating], src: int, dst: int) -> Pcm:
+    """`x` band-limited and resampled from `src` to `dst` Hz (round(len * dst / src) frames).
+
+    Done in the frequency domain: the spectrum is cut (downsampling: that is the anti-alias
+    filter) or zero-extended (upsampling), with a short raised-cosine taper below the lower
+    Nyquist frequency to avoid ringing. The input is zero-padded to a whole number of resampling
+    periods and by 20 ms more, so the output length is exact and the FFT's circular wrap falls
+    in the padding, not in the clip.
+    """
+    a = as_pcm(x)
+    if src <= 0 or dst <= 0:
+        raise ValueError(f"sample rates must be positive, got {src} -> {dst}")
+    if src == dst or a.size == 0:
+        return a.copy()
+    g = math.gcd(src, dst)
+    up, down = dst // g, src // g
+    n_out = round(a.size * dst / src)
+    periods = _smooth_size(-(-(a.size + src // 50) // down))
+    n_in = periods * down
+    spec = np.fft.rfft(a.astype(np.float64), n_in)
+    n_res = periods * up
+    bins = min(spec.size, n_res // 2 + 1)
+    out_spec = np.zeros(n_res // 2 + 1, dtype=np.complex128)
+    out_spec[:bins] = spec[:bins]
+    taper = max(1, bins // 20)
+    out_spec[bins - taper : bins] *= 0.5 * (1.0 + np.cos(np.linspace(0.0, np.pi, taper)))
+    y = np.fft.irfft(out_spec, n_res) * (n_res / n_in)
+    return y[:n_out].astype(np.float32)
+
+
+def master(x: npt.NDArray[np.floating], rate: int, target_lufs: float) -> Pcm:
+    """What every voice delivers: trimmed, then normalised to `target_lufs` (peak-guarded)."""
+    return normalise_loudness(trim_silence(x, rate), rate, target_lufs)

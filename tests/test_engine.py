@@ -1,0 +1,360 @@
+"""The timing engine with a fake clock and a fake voice of known durations."""
+
+import itertools
+
+import pytest
+
+from reader.commands import PlayClip, Publish, Record, StopAudio
+from reader.config import MatchConfig
+from reader.errors import BadDeck, IllegalMove
+from reader.events import Abort, ClearHolds, ExtraCard, Hold, Release, Start, Tick
+from reader.programme import Phase
+
+from .fakes import RATE, make_run, short_match
+
+
+def sec(s: float) -> int:
+    return round(s * RATE)
+
+
+def expected_timeline(run, match: MatchConfig, cards: int) -> list[tuple[str, int]]:
+    """(clip key, start frame) for the whole default programme, summed by hand."""
+    v = run.voice
+    g = match.gaps
+    order = run.engine.deck.order
+    out: list[tuple[str, int]] = []
+    t = 0
+
+    def say(key: str) -> None:
+        nonlocal t
+        out.append((key, t))
+        t += next(v.frames(c) for c in run.engine.programme_clips() if c.key == key)
+
+    say("call:memorise_call:" + match.memorise_call.yomi)
+    t += sec(match.memorise_s)
+    say("call:prelude_intro:" + match.prelude.intro.yomi)
+    t += sec(g.after_call_s)
+    say("prelude:000:kami")
+    t += sec(g.between_verses_s)
+    say("prelude:000:shimo")
+    t += sec(g.between_cards_s)
+    for n in range(cards):
+        say(f"verse:{order[n]:03d}:kami")
+        t += sec(g.between_verses_s)
+        say(f"verse:{order[n]:03d}:shimo")
+        t += sec(g.between_cards_s)
+    say("call:end_call:" + match.end_call.yomi)
+    return out
+
+
+def test_full_default_match_is_exact_to_the_sample():
+    run = make_run()
+    assert run.engine.phase is Phase.READY
+    run.send(Start())
+    run.run_until()
+    plays = [(c.clip.key, c.at_frame) for c in run.commands if isinstance(c, PlayClip)]
+    match = MatchConfig()
+    assert plays == expected_timeline(run, match, 17)
+    assert match.cards == 17 and match.memorise_s == 30
+    assert run.engine.phase is Phase.FINISHED
+    snap = run.engine.snapshot()
+    assert [c.poem for c in snap.cards] == list(run.engine.deck.order[:17])
+    assert all(c.finished_s is not None for c in snap.cards)
+    # nothing was ever stopped, and what was scheduled is what was heard
+    assert not any(isinstance(c, StopAudio) for c in run.commands)
+    assert [p.key for p in run.tape.pieces] == [k for k, _ in plays]
+
+
+def test_phases_in_order_and_seq_rises():
+    run = make_run()
+    run.send(Start())
+    run.run_until()
+    phases = []
+    for s in run.snapshots:
+        if not phases or phases[-1] != s.phase:
+            phases.append(s.phase)
+    assert phases == ["announcing", "memorising", "prelude", "reading", "closing", "finished"]
+    seqs = [s.seq for s in run.snapshots]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+
+
+def test_memorisation_counts_from_the_end_of_the_call_and_publishes_each_second():
+    run = make_run()
+    run.send(Start())
+    call = run.voice.frames(next(run.engine.programme_clips()))
+    run.run_until(call + sec(30) - 1)
+    counts = [s.countdown_s for s in run.snapshots if s.phase == "memorising"]
+    assert counts[0] == 30.0
+    assert [round(c) for c in counts] == list(range(30, 0, -1))
+    assert run.engine.phase is Phase.MEMORISING
+    run.run_until(call + sec(30))
+    assert run.engine.phase is Phase.PRELUDE
+
+
+def test_commands_come_in_journal_audio_publish_order():
+    run = make_run()
+    cmds = run.send(Start())
+    kinds = [type(c) for c in cmds]
+    assert kinds[0] is Record and kinds[-1] is Publish
+    assert all(k is PlayClip for k in kinds[1:-1])
+
+
+def test_options_lower_verse_twice_no_prelude_no_memorisation():
+    m = MatchConfig.model_validate(
+        {"cards": 2, "memorise_s": 0, "lower_verse_times": 2, "prelude": {"enabled": False}}
+    )
+    run = make_run(m)
+    run.send(Start())
+    run.run_until()
+    keys = [c.clip.key.split(":")[0] + ":" + c.clip.key.split(":")[-1]
+            for c in run.commands if isinstance(c, PlayClip)]
+    assert keys == ["call:ふだをおぼえてください", "verse:kami", "verse:shimo", "verse:shimo",
+                    "verse:kami", "verse:shimo", "verse:shimo", "call:ありがとうございました"]
+    plays = [c for c in run.commands if isinstance(c, PlayClip)]
+    # the repeated lower verse follows the first after exactly repeat_s
+    first, second = plays[2], plays[3]
+    assert second.at_frame - first.at_frame == run.voice.frames(first.clip) + sec(m.gaps.repeat_s)
+    # the card is read (may be shown) only after its second lower verse
+    c1 = run.engine.snapshot().cards[0]
+    assert c1.finished_s == (second.at_frame + run.voice.frames(second.clip)) / RATE
+
+
+def play_keys(run):
+    return [c.clip.key for c in run.commands if isinstance(c, PlayClip)]
+
+
+# ---------------------------------------------------------------------------- holds
+
+
+def test_two_referees_overlapping_resume_only_when_both_are_down():
+    m = short_match(resume={"lead_in_s": 1.0})
+    run = make_run(m)
+    run.send(Start())
+    run.at(sec(1.0), Hold("mat1", "mat 1"))
+    assert run.engine.paused
+    run.at(sec(2.0), Hold("mat2", "mat 2"))
+    run.at(sec(3.0), Release("mat1"))
+    run.run_until(sec(10))
+    assert run.engine.paused, "mat 2 still holds"
+    snap = run.engine.snapshot()
+    assert [h.referee for h in snap.holds] == ["mat2"]
+    run.at(sec(10), Release("mat2"))
+    assert run.engine.snapshot().resumes_at_s == 11.0
+    run.run_until(sec(11))
+    assert not run.engine.paused
+    # the call was cut at 1.0 s and read again from its start after the 1 s lead-in
+    plays = [c for c in run.commands if isinstance(c, PlayClip)]
+    assert (plays[0].at_frame, plays[0].offset) == (0, 0)
+    again = [p for p in plays if p.clip.key == plays[0].clip.key]
+    assert len(again) == 2 and again[1].at_frame == sec(11) and again[1].offset == 0
+    stops = [c for c in run.commands if isinstance(c, StopAudio)]
+    assert [s.at_frame for s in stops] == [sec(1.0)]
+
+
+def test_repeated_hold_and_stray_release_change_nothing():
+    run = make_run(short_match())
+    run.send(Start())
+    run.at(sec(0.5), Hold("a"))
+    seq = run.engine.snapshot().seq
+    assert run.at(sec(0.6), Hold("a")) == []
+    assert run.at(sec(0.7), Release("nobody")) == []
+    assert run.engine.snapshot().seq == seq
+    assert run.at(sec(0.8), Release("a"))
+    assert run.at(sec(0.9), Release("a")) == []
+
+
+def test_operator_clear_all():
+    run = make_run(short_match())
+    run.send(Start())
+    run.at(sec(0.5), Hold("a"))
+    run.at(sec(0.6), Hold("b"))
+    run.at(sec(2.0), ClearHolds())
+    assert run.engine.snapshot().holds == ()
+    run.run_until(sec(2.6))
+    assert not run.engine.paused
+
+
+def test_hold_during_memorisation_freezes_the_countdown():
+    m = short_match(memorise_s=10.0)
+    run = make_run(m)
+    run.send(Start())
+    call = run.voice.frames(next(run.engine.programme_clips()))
+    run.at(call + sec(4.0), Hold("r"))
+    run.run_until(call + sec(50))
+    assert run.engine.snapshot().countdown_s == 6.0
+    run.at(call + sec(50), Release("r"))
+    run.run_until(call + sec(50.6) + sec(6.0) - 1)
+    assert run.engine.phase is Phase.MEMORISING
+    run.run_until(call + sec(50.6) + sec(6.0))
+    assert run.engine.phase is Phase.PRELUDE
+    intro = [c for c in run.commands if isinstance(c, PlayClip)][-2]
+    assert intro.clip.name == "prelude_intro" and intro.at_frame == call + sec(56.6)
+
+
+def test_hold_before_start_starts_paused():
+    run = make_run(short_match())
+    run.send(Hold("r"))
+    run.send(Start())
+    assert run.engine.paused and run.engine.phase is Phase.ANNOUNCING
+    assert not any(isinstance(c, PlayClip) for c in run.commands)
+    run.at(sec(1), Release("r"))
+    run.run_until(sec(1.6))
+    plays = [c for c in run.commands if isinstance(c, PlayClip)]
+    assert plays[0].at_frame == sec(1.6) and plays[0].offset == 0
+
+
+def segments_of(run):
+    """(index, label, start frame, frames) of every segment of an uninterrupted run."""
+    probe = make_run(run.engine.match, seed=run.engine.deck.seed)
+    probe.send(Start())
+    probe.run_until()
+    out, t = [], 0
+    for i, s in enumerate(probe.engine.segments):
+        n = probe.voice.frames(s.clip) if s.clip else sec(s.silence_s)
+        out.append((i, s, t, n))
+        t += n
+    return out
+
+
+@pytest.mark.parametrize("policy", ["restart_verse", "restart_card", "continue"])
+def test_a_hold_in_every_segment_with_each_policy(policy):
+    m = short_match(cards=2, resume={"policy": policy, "lead_in_s": 0.5})
+    timeline = segments_of(make_run(m))
+    for i, seg, start, n in timeline:
+        if n == 0:
+            continue
+        run = make_run(m)
+        run.send(Start())
+        cut = start + n // 3
+        run.at(cut, Hold("r"))
+        snap = run.engine.snapshot()
+        assert snap.paused and snap.cut.segment == i and snap.cut.offset_s == (n // 3) / RATE
+        run.at(cut + sec(2), Release("r"))
+        resume = cut + sec(2.5)
+        run.run_until(resume)
+        assert not run.engine.paused
+        resumed = [c for c in run.commands if isinstance(c, PlayClip) and c.at_frame == resume]
+        if seg.clip is None and not (policy == "restart_card" and seg.in_card):
+            # silence resumes its remainder: the next clip comes exactly when it would have
+            # silence resumes its remainder: the next clip is exactly (resume - cut) late
+            nxt = next(c for c in run.commands
+                       if isinstance(c, PlayClip) and c.at_frame > resume)
+            planned = next(st for j, s2, st, _ in timeline if j > i and s2.clip is not None)
+            assert nxt.at_frame == planned + (resume - cut)
+            assert resumed == []
+        elif policy == "continue" and seg.clip is not None:
+            assert [(c.segment, c.offset) for c in resumed] == [(i, n // 3)]
+        elif policy == "restart_card" and seg.in_card:
+            assert [(c.segment, c.offset) for c in resumed] == [(seg.card_start, 0)]
+        else:
+            assert [(c.segment, c.offset) for c in resumed] == [(i, 0)]
+        run.run_until()
+        assert run.engine.phase is Phase.FINISHED
+        heard = [p for p in run.tape.pieces]
+        assert all(a.end <= b.start for a, b in itertools.pairwise(heard))
+
+
+def test_lead_in_is_cut_by_a_new_hold_and_starts_again():
+    run = make_run(short_match(resume={"lead_in_s": 1.0}))
+    run.send(Start())
+    run.at(sec(1), Hold("a"))
+    run.at(sec(2), Release("a"))
+    run.at(sec(2.5), Hold("b"))
+    run.run_until(sec(5))
+    assert run.engine.paused
+    run.at(sec(5), Release("b"))
+    run.run_until(sec(6))
+    assert not run.engine.paused
+    resumed = [c for c in run.commands if isinstance(c, PlayClip) and c.segment == 0]
+    assert [(c.at_frame, c.offset) for c in resumed] == [(0, 0), (sec(6), 0)]
+
+
+# ---------------------------------------------------------------------------- extra cards
+
+
+def test_extra_card_only_after_the_end_and_never_a_card_twice():
+    run = make_run(short_match(cards=18), colors=("blue",))
+    with pytest.raises(IllegalMove, match="cannot read an extra card while ready"):
+        run.send(ExtraCard())
+    run.send(Start())
+    with pytest.raises(IllegalMove, match="announcing"):
+        run.send(ExtraCard())
+    run.run_until()
+    assert run.engine.phase is Phase.FINISHED
+    run.send(ExtraCard())
+    assert run.engine.phase is Phase.TIEBREAK
+    run.run_until()
+    run.send(ExtraCard())
+    run.run_until()
+    assert run.engine.phase is Phase.FINISHED
+    with pytest.raises(IllegalMove, match="all 20 poems of the deck have been read"):
+        run.send(ExtraCard())
+    poems = [c.poem for c in run.engine.snapshot().cards]
+    assert poems == list(run.engine.deck.order)
+    assert len(set(poems)) == 20
+    snap = run.engine.snapshot()
+    assert snap.cards_total == 20 and snap.unread_left == 0
+
+
+def test_no_extra_card_after_abort_and_abort_is_idempotent():
+    run = make_run(short_match())
+    run.send(Start())
+    run.at(sec(1), Abort("fire drill"))
+    assert run.engine.phase is Phase.ABORTED
+    assert run.at(sec(2), Abort()) == []
+    with pytest.raises(IllegalMove, match="cannot read an extra card while the match is aborted"):
+        run.send(ExtraCard())
+    with pytest.raises(IllegalMove, match="cannot raise a hold while aborted"):
+        run.send(Hold("r"))
+    assert run.engine.next_deadline() is None
+    assert isinstance(run.commands[-2], StopAudio)
+
+
+def test_start_twice_names_the_phase():
+    run = make_run(short_match())
+    run.send(Start())
+    with pytest.raises(IllegalMove, match="cannot start while the match is announcing"):
+        run.send(Start())
+    run.at(sec(0.1), Hold("r"))
+    with pytest.raises(IllegalMove, match=r"announcing \(paused\)"):
+        run.send(Start())
+
+
+def test_finished_match_cannot_be_aborted_but_can_hold():
+    run = make_run(short_match(cards=1))
+    run.send(Start())
+    run.run_until()
+    with pytest.raises(IllegalMove, match="already over"):
+        run.send(Abort())
+    run.send(Hold("r"))
+    run.send(ExtraCard())
+    assert run.engine.paused and run.engine.phase is Phase.TIEBREAK
+
+
+def test_cards_more_than_deck_is_refused():
+    with pytest.raises(BadDeck, match="deck holds 20 poems"):
+        make_run(short_match(), cards=21)
+
+
+def test_catch_up_before_an_event_is_its_own_record():
+    run = make_run(short_match(cards=1))
+    run.send(Start())
+    call = run.voice.frames(next(run.engine.programme_clips()))
+    run.clock.set((call + sec(1.0)) / RATE)  # no Tick at the call's end
+    run.send(Hold("r"))
+    kinds = [r["event"]["type"] for r in run.records]
+    assert kinds == ["start", "tick", "hold"]
+    cut = next(f for f in run.records[-1]["facts"] if f["fact"] == "cut")
+    assert cut["label"] == "memorise" and cut["offset"] == sec(1.0)
+
+
+def test_illegal_move_after_catch_up_keeps_the_catch_up_output():
+    run = make_run(short_match(cards=1))
+    run.send(Start())
+    call = run.voice.frames(next(run.engine.programme_clips()))
+    run.clock.set((call + sec(0.5)) / RATE)
+    with pytest.raises(IllegalMove):
+        run.send(Start())
+    cmds = run.send(Tick())
+    assert any(isinstance(c, Record) and c.entry["event"]["type"] == "tick" for c in cmds)
+    assert run.engine.phase is Phase.MEMORISING
