@@ -495,6 +495,8 @@ class Engine:
             fact.update(card=s.card, poem=s.poem)
         if s.verse is not None:
             fact.update(verse=s.verse.value, reading=s.reading)
+        if s.clip is not None:
+            fact["clip"] = s.clip.key
         self._facts.append(fact)
         if s.verse is Verse.KAMI and s.card and s.card not in self._cards and s.poem:
             self._cards[s.card] = _Card(s.card, s.poem, frame)

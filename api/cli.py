@@ -1,0 +1,309 @@
+"""The `yomite` command: serve the hall, play or render a match, list devices and voices."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from reader.config import Config, VoiceEngine, load_config
+from reader.errors import ReaderError
+
+from . import offline
+
+
+def _config(args: argparse.Namespace) -> Config:
+    cfg = load_config(args.config)
+    audio_over: dict[str, Any] = {}
+    voice_over: dict[str, Any] = {}
+    if getattr(args, "device", None) is not None:
+        dev = args.device
+        audio_over["device"] = int(dev) if str(dev).isdigit() else dev
+    if getattr(args, "voice", None):
+        voice_over["engine"] = args.voice
+    if getattr(args, "pack", None):
+        voice_over["pack"] = args.pack
+    if audio_over or voice_over:
+        data = cfg.model_dump(mode="json")
+        data["audio"].update(audio_over)
+        data["voice"].update(voice_over)
+        from reader.config import parse_config
+
+        cfg = parse_config(data, "command line")
+    return cfg
+
+
+def _match_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--color", "--colour", action="append", dest="colors", default=[],
+                   help="deck colour (blue pink yellow green orange, or 青 桃 赤 黄 緑 橙); repeat")
+    p.add_argument("--poems", default="", help="explicit poem numbers, e.g. 1,2,3")
+    p.add_argument("--seed", type=int, default=None, help="shuffle seed (random if omitted)")
+    p.add_argument("--cards", type=int, default=None, help="number of cards (default 17)")
+    p.add_argument("--memorise", type=float, default=None, help="memorisation seconds")
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    over: dict[str, Any] = {}
+    if args.cards is not None:
+        over["cards"] = args.cards
+    if args.memorise is not None:
+        over["memorise_s"] = args.memorise
+    if args.colors:
+        over["colors"] = args.colors
+    return over
+
+
+def _poems(args: argparse.Namespace) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in args.poems.replace(" ", "").split(",") if x)
+    except ValueError:
+        raise ReaderError(f"--poems takes numbers separated by commas, not {args.poems!r}") from None
+
+
+@contextlib.contextmanager
+def _cbreak() -> Iterator[bool]:
+    """Single-key input on a terminal; does nothing when stdin is not a terminal."""
+    if not sys.stdin.isatty():
+        yield False
+        return
+    import termios
+    import tty
+
+    fd = sys.stdin.fileno()
+    old = termios.tcgetattr(fd)
+    try:
+        tty.setcbreak(fd)
+        yield True
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, old)
+
+
+async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int:
+    from audio.sink import NullSink, WallClock
+    from audio.voice import make_voice
+
+    from .runtime import ChannelRuntime, PrepareMatch
+    from .terminal import TerminalView
+    from reader.events import OPERATOR, Abort, ExtraCard, Hold, Release, Start
+
+    voice_cfg = cfg.voice
+    if not speakers and voice_cfg.engine is not VoiceEngine.ESTIMATE and not args.voiced:
+        voice_cfg = voice_cfg.model_copy(update={"engine": VoiceEngine.ESTIMATE})
+    voice = make_voice(voice_cfg, cfg.audio.rate)
+    if speakers:
+        from audio.device import DeviceSink
+
+        sink: Any = DeviceSink(cfg.audio.device, cfg.audio.rate, blocksize=cfg.audio.blocksize,
+                               latency=cfg.audio.latency, fade_ms=cfg.audio.fade_ms)
+        print(f"audio: {sink.describe()}")
+    else:
+        clock = _ScaledClock(args.speed) if args.speed != 1 else WallClock()
+        sink = NullSink(cfg.audio.rate, clock)
+        print(f"dry run: no sound, {voice.name} durations, x{args.speed:g} speed")
+    m = cfg.match
+    texts = {"memorise_call": m.memorise_call.text, "prelude_intro": m.prelude.intro.text,
+             "prelude_kami": m.prelude.kami.text, "prelude_shimo": m.prelude.shimo.text,
+             "end_call": m.end_call.text}
+    view = TerminalView(texts, cfg.audio.rate)
+    done = asyncio.Event()
+
+    def on_publish(state: dict[str, Any]) -> None:
+        view.on_state(state)
+        mm = state.get("match")
+        if mm and mm["phase"] in ("finished", "aborted") and not args.stay:
+            done.set()
+
+    runtime = ChannelRuntime("cli", cfg, voice, sink, on_publish=on_publish,
+                             on_record=view.on_record, journal_dir=Path(cfg.journal_dir),
+                             clock_speed=args.speed)
+    runtime.start()
+    try:
+        await runtime.submit(PrepareMatch(colors=tuple(args.colors), poems=_poems(args),
+                                          seed=args.seed, overrides=_overrides(args)))
+        assert runtime.engine is not None
+        print(f"deck: {', '.join(args.colors) or ', '.join(m.colors)}; seed {runtime.engine.deck.seed}; "
+              f"journal {runtime.journal_path}")
+        if speakers:
+            print("keys: space = hold/release, x = one more card after the end, q = abort")
+        await runtime.submit(Start())
+        held = False
+        loop = asyncio.get_running_loop()
+        with _cbreak() as keys:
+            if keys:
+                def on_key() -> None:
+                    nonlocal held
+                    ch = sys.stdin.read(1)
+                    if ch == " ":
+                        runtime.post(Release(OPERATOR) if held else Hold(OPERATOR, "console"))
+                        held = not held
+                    elif ch in "xX":
+                        args.stay = True
+                        runtime.post(ExtraCard())
+                    elif ch in "qQ":
+                        runtime.post(Abort("aborted from the terminal"))
+                        loop.call_later(0.3, done.set)
+
+                loop.add_reader(sys.stdin.fileno(), on_key)
+            try:
+                await done.wait()
+            finally:
+                if keys:
+                    loop.remove_reader(sys.stdin.fileno())
+        await asyncio.sleep(0.2)  # let the end call's tail leave the speakers
+    finally:
+        await runtime.stop()
+        sink.close()
+    return 0
+
+
+class _ScaledClock:
+    """Monotonic time running `speed` times faster: dry runs of a whole match in seconds."""
+
+    def __init__(self, speed: float) -> None:
+        self.speed = speed
+        self._t0 = time.monotonic()
+
+    def now(self) -> float:
+        return (time.monotonic() - self._t0) * self.speed
+
+
+def cmd_dry_run(args: argparse.Namespace) -> int:
+    return asyncio.run(_live(_config(args), args, speakers=False))
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    return asyncio.run(_live(_config(args), args, speakers=True))
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    cfg = _config(args)
+    result = offline.render_match(
+        cfg,
+        colors=tuple(args.colors),
+        poems=_poems(args),
+        seed=args.seed,
+        overrides=_overrides(args),
+        out=Path(args.out),
+        timeline=Path(args.timeline) if args.timeline else None,
+        progress=_progress_bar if sys.stderr.isatty() else None,
+    )
+    print(json.dumps(result, ensure_ascii=False, indent=2))
+    return 0
+
+
+def _progress_bar(done: int, total: int, clip: Any) -> None:
+    width = 30
+    filled = width * done // max(total, 1)
+    sys.stderr.write(f"\rrendering [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+    if done == total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    from audio.device import list_devices
+
+    devices = list_devices()
+    if not devices:
+        print("no output devices (is a sound server running? see README)")
+        return 1
+    for d in devices:
+        print(f"{d.index:3d}  {d.name}{'  (default)' if d.default else ''}"
+              f"  {d.channels} ch  {d.default_rate:g} Hz")
+    return 0
+
+
+def cmd_voices(args: argparse.Namespace) -> int:
+    from audio import voice as voices
+
+    cfg = _config(args)
+    if args.action == "list":
+        for v in voices.list_voices():
+            mark = "yes" if v["available"] else "no "
+            print(f"{v['engine']:<10} {mark}  {v['detail']}")
+        return 0
+    if args.action == "render":
+        return offline.render_voices(cfg, colors=tuple(args.colors), progress=_progress_bar)
+    if args.action == "import":
+        return offline.import_pack(cfg, Path(args.path))
+    raise AssertionError(args.action)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .server import serve
+
+    return serve(_config(args), host=args.host, port=args.port)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="yomite", description=__doc__)
+    p.add_argument("--config", default=None, help="config file (default: $YOMITE_CONFIG or "
+                   "./config.yaml)")
+    sub = p.add_subparsers(dest="cmd")
+
+    s = sub.add_parser("serve", help="run the hall service (REST, WebSocket, pages)")
+    s.add_argument("--host", default=None)
+    s.add_argument("--port", type=int, default=None)
+    s.set_defaults(func=cmd_serve)
+
+    d = sub.add_parser("dry-run", help="a whole match's timeline in the terminal, no sound")
+    _match_args(d)
+    d.add_argument("--speed", type=float, default=1.0, help="run this many times faster")
+    d.add_argument("--voiced", action="store_true", help="use the configured voice's durations")
+    d.set_defaults(func=cmd_dry_run, stay=False)
+
+    pl = sub.add_parser("play", help="read a whole match aloud through the speakers")
+    _match_args(pl)
+    pl.add_argument("--voice", choices=[e.value for e in VoiceEngine])
+    pl.add_argument("--pack", default=None, help="a voice pack folder")
+    pl.add_argument("--device", default=None, help="output device name or index")
+    pl.set_defaults(func=cmd_play, stay=False, speed=1.0, voiced=True)
+
+    r = sub.add_parser("render", help="render a whole match to a file, with its timeline")
+    _match_args(r)
+    r.add_argument("--voice", choices=[e.value for e in VoiceEngine])
+    r.add_argument("--pack", default=None)
+    r.add_argument("--out", required=True, help="match.wav / .flac / .mp3")
+    r.add_argument("--timeline", default=None, help="match.json: every segment with its times")
+    r.set_defaults(func=cmd_render)
+
+    dv = sub.add_parser("devices", help="list output devices")
+    dv.set_defaults(func=cmd_devices)
+
+    v = sub.add_parser("voices", help="list voices, render a deck ahead, import a pack")
+    v.add_argument("action", choices=["list", "render", "import"])
+    v.add_argument("path", nargs="?", help="import: the pack folder")
+    v.add_argument("--color", "--colour", action="append", dest="colors", default=[])
+    v.add_argument("--voice", choices=[e.value for e in VoiceEngine])
+    v.add_argument("--pack", default=None)
+    v.set_defaults(func=cmd_voices)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=os.environ.get("YOMITE_LOG", "INFO"),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.cmd is None:
+        args = parser.parse_args(["serve", *(argv or sys.argv[1:])])
+    try:
+        rc: int = args.func(args)
+        return rc
+    except ReaderError as e:
+        print(f"yomite: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""Offline work: render a whole match to a file (with its timeline), render a deck's clips ahead,
+import a voice pack. No event loop: a manual clock jumps from one engine deadline to the next."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from audio.filesink import FileSink
+from audio.voice import make_voice
+from reader.clip import Clip
+from reader.clock import ManualClock
+from reader.config import Config, with_match_overrides
+from reader.deck import Deck, parse_color
+from reader.engine import Engine
+from reader.events import Start, Tick
+from reader.journal import JournalWriter
+from reader.poems import all_poems
+from reader.programme import build_programme
+from reader.snapshot import Snapshot
+from reader.timeline import build_timeline
+
+from .runtime import carry_out
+
+Progress = Callable[[int, int, Clip], None]
+
+
+def render_match(
+    cfg: Config,
+    *,
+    colors: tuple[str, ...] = (),
+    poems: tuple[int, ...] = (),
+    seed: int | None = None,
+    overrides: dict[str, Any] | None = None,
+    out: Path,
+    timeline: Path | None = None,
+    journal: Path | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Render a whole match, uninterrupted, into `out` (wav/flac/mp3) and its timeline (JSON).
+
+    The timeline's frames are the file's sample positions: they agree to the sample.
+    """
+    match = with_match_overrides(cfg.match, overrides or {})
+    deck = Deck.build(colors=colors or (() if poems else match.colors), poems=poems, seed=seed)
+    rate = cfg.audio.rate
+    voice = make_voice(cfg.voice, rate)
+    clock = ManualClock()
+    sink = FileSink(rate, clock, fade_ms=cfg.audio.fade_ms)
+    engine = Engine(match=match, deck=deck, voice=voice, clock=clock, rate=rate)
+    t0 = time.perf_counter()
+    voice.prefetch(list(engine.programme_clips()), progress)
+    t_render = time.perf_counter() - t0
+    records: list[dict[str, Any]] = []
+    writer = JournalWriter(journal) if journal else None
+    if writer:
+        writer.append(engine.header())
+
+    def record(entry: dict[str, Any]) -> None:
+        records.append(entry)
+        if writer:
+            writer.append(entry)
+
+    def publish(_snap: Snapshot) -> None:
+        pass
+
+    carry_out(engine.handle(Start()), voice, sink, record, publish)
+    while (deadline := engine.next_deadline()) is not None:
+        clock.set(max(clock.now(), deadline))
+        carry_out(engine.handle(Tick()), voice, sink, record, publish)
+    if writer:
+        writer.close()
+    path = sink.write(out)
+    frames = sink.position()
+    entries = build_timeline(records, rate)
+    texts = {c.key: c.text for c in engine.programme_clips()}
+    for e in entries:
+        if e.get("clip") in texts:
+            e["text"] = texts[e["clip"]]
+    if timeline is not None:
+        timeline.write_text(json.dumps(
+            {"rate": rate, "seed": deck.seed, "colors": [c.value for c in deck.colors],
+             "order": list(deck.order[: engine.cards_planned]), "frames": frames,
+             "segments": entries}, ensure_ascii=False, indent=1), "utf-8")
+    return {
+        "out": str(path),
+        "timeline": str(timeline) if timeline else None,
+        "seed": deck.seed,
+        "cards": engine.cards_planned,
+        "duration_s": round(frames / rate, 3),
+        "voice": voice.name,
+        "render_s": round(t_render, 2),
+        "late_frames": sink.stats().late_frames,
+    }
+
+
+def render_voices(cfg: Config, *, colors: tuple[str, ...], progress: Progress | None) -> int:
+    """Render (into the cache) every clip a match of these colours can need."""
+    voice = make_voice(cfg.voice, cfg.audio.rate)
+    cols = {parse_color(c) for c in colors} if colors else None
+    nos = [p.no for p in all_poems() if cols is None or p.color in cols]
+    segs = build_programme(cfg.match, nos, len(nos))
+    clips = list({s.clip.key: s.clip for s in segs if s.clip is not None}.values())
+    t0 = time.perf_counter()
+    voice.prefetch(clips, progress)
+    dt = time.perf_counter() - t0
+    st = voice.stats
+    print(f"{len(clips)} clips with {voice.name} in {dt:.1f} s "
+          f"({st.renders} rendered, {st.disk_hits} from the cache)")
+    return 0
+
+
+def import_pack(cfg: Config, path: Path) -> int:
+    """Check a voice pack folder and print how to use it."""
+    from audio.pack import PackVoice
+
+    pack = PackVoice(path, cfg.audio.rate, cfg.voice.loudness_lufs, fallback=None,
+                     fallback_for_missing=False, strict=False)
+    print(pack.describe())
+    print(f"to use it: set voice.engine: pack and voice.pack: {path} in config.yaml")
+    return 0

@@ -1,0 +1,277 @@
+"""The runtime of one channel (one reader, one output): the task that drives the engine.
+
+One inbox, one task: every REST call, WebSocket message, audio fault and timer becomes an item on
+the inbox and is applied in order, so two referees pressing stop at once need no locks. The task
+waits for the next item or the engine's next deadline, whichever comes first, then carries out
+the engine's commands: the journal line first (durable before anything is heard), then audio,
+then publication.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol, assert_never
+
+import numpy as np
+
+from audio.sink import DeviceFault, Sink, SinkEvent
+from reader.clip import Clip
+from reader.clock import Clock
+from reader.commands import Command, PlayClip, Publish, Record, StopAudio
+from reader.config import Config, MatchConfig, with_match_overrides
+from reader.deck import Deck
+from reader.engine import Engine
+from reader.errors import IllegalMove, ReaderError
+from reader.events import AUDIO_FAULT, Event, Hold, Tick, event_name
+from reader.journal import JournalWriter
+from reader.programme import Phase
+from reader.snapshot import Snapshot
+
+log = logging.getLogger("yomite.runtime")
+
+
+class VoiceLike(Protocol):
+    def frames(self, clip: Clip) -> int: ...
+    def pcm(self, clip: Clip) -> np.ndarray: ...
+    def prefetch(self, clips: list[Clip], progress: Any = None) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PrepareMatch:
+    colors: tuple[str, ...] = ()
+    poems: tuple[int, ...] = ()
+    seed: int | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class AudioFault:
+    reason: str
+
+
+Item = PrepareMatch | AudioFault | Event
+
+
+def carry_out(
+    commands: list[Command],
+    voice: VoiceLike,
+    sink: Sink,
+    record: Callable[[dict[str, Any]], None],
+    publish: Callable[[Snapshot], None],
+) -> None:
+    """Carry out engine commands in order: journal, audio, publication."""
+    for c in commands:
+        match c:
+            case Record(entry=entry):
+                record(entry)
+            case PlayClip(clip=clip, at_frame=at, offset=off, segment=seg):
+                sink.play(voice.pcm(clip), at, off, seg)
+            case StopAudio(at_frame=at):
+                sink.stop(at)
+            case Publish(snapshot=snap):
+                publish(snap)
+            case _:
+                assert_never(c)
+
+
+class SinkClock:
+    """The engine's clock on real audio: the output's own frame clock."""
+
+    def __init__(self, sink: Sink) -> None:
+        self._sink = sink
+
+    def now(self) -> float:
+        return self._sink.now()
+
+
+class ChannelRuntime:
+    def __init__(
+        self,
+        name: str,
+        config: Config,
+        voice: VoiceLike,
+        sink: Sink,
+        *,
+        clock: Clock | None = None,
+        journal_dir: Path | None = None,
+        on_publish: Callable[[dict[str, Any]], None] | None = None,
+        on_record: Callable[[dict[str, Any]], None] | None = None,
+        clock_speed: float = 1.0,
+    ) -> None:
+        self.name = name
+        self.config = config
+        self.voice = voice
+        self.sink = sink
+        self.rate = sink.rate
+        self.clock: Clock = clock or SinkClock(sink)
+        self.journal_dir = Path(journal_dir or config.journal_dir) / name
+        self.engine: Engine | None = None
+        self.journal: JournalWriter | None = None
+        self.journal_path: Path | None = None
+        self.records: list[dict[str, Any]] = []
+        self._on_publish = on_publish or (lambda _s: None)
+        self._on_record = on_record or (lambda _r: None)
+        self._clock_speed = clock_speed  # clock seconds per loop second (dry runs run fast)
+        self._inbox: asyncio.Queue[tuple[Item, asyncio.Future[Any] | None]] = asyncio.Queue()
+        self._seq = 0
+        self._state: dict[str, Any] = {}
+        self._audio_status = "ok"
+        self._prefetch: asyncio.Future[Any] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.late_wakeups_ms: list[float] = []
+        self._publish_state(None)
+
+    # ------------------------------------------------------------------ the inbox
+    async def submit(self, item: Item) -> dict[str, Any]:
+        """Queue an item and wait until it has been applied; returns the channel state.
+        Raises the ReaderError the engine raised (an illegal move, a bad deck)."""
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._inbox.put_nowait((item, fut))
+        result: dict[str, Any] = await fut
+        return result
+
+    def post(self, item: Item) -> None:
+        """Queue an item without waiting (audio callbacks, dropped clients)."""
+        self._inbox.put_nowait((item, None))
+
+    def start(self) -> asyncio.Task[None]:
+        self.sink.set_listener(self._on_sink_event, asyncio.get_running_loop())
+        self._task = asyncio.create_task(self.run(), name=f"channel-{self.name}")
+        return self._task
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self.journal is not None:
+            self.journal.close()
+
+    def state(self) -> dict[str, Any]:
+        return self._state
+
+    async def run(self) -> None:
+        while True:
+            item, fut = await self._next()
+            try:
+                result = self._apply(item)
+            except ReaderError as e:
+                if fut is not None and not fut.done():
+                    fut.set_exception(e)
+                if self.engine is not None:
+                    self._carry_out(self.engine.handle(Tick()))  # flush a kept catch-up
+                continue
+            except Exception as e:  # a bug must not kill the reader: log, answer, go on
+                log.exception("channel %s: applying %r failed", self.name, item)
+                if fut is not None and not fut.done():
+                    fut.set_exception(e)
+                continue
+            if fut is not None and not fut.done():
+                fut.set_result(result)
+
+    async def _next(self) -> tuple[Item, asyncio.Future[Any] | None]:
+        while True:
+            deadline = self.engine.next_deadline() if self.engine else None
+            if deadline is None:
+                return await self._inbox.get()
+            delay = deadline - self.clock.now()
+            if delay <= 0:
+                if delay < -0.02:
+                    self.late_wakeups_ms.append(-delay * 1000)
+                return Tick(), None
+            try:
+                async with asyncio.timeout(max(delay / self._clock_speed, 0.001)):
+                    return await self._inbox.get()
+            except TimeoutError:
+                continue  # re-read the clock: the device clock may lag the loop's
+
+    # ------------------------------------------------------------------ applying items
+    def _apply(self, item: Item) -> dict[str, Any]:
+        match item:
+            case PrepareMatch():
+                self._prepare(item)
+            case AudioFault(reason=reason):
+                self._audio_status = f"fault: {reason}"
+                if self.engine is not None and self.engine.phase is not Phase.ABORTED:
+                    self._event(Hold(AUDIO_FAULT, f"audio device: {reason}"))
+                else:
+                    self._publish_state(None)
+            case _:
+                if self.engine is None:
+                    raise IllegalMove(event_name(item), "no match is prepared",
+                                      "prepare a match first (POST .../match)")
+                self._event(item)
+        return self._state
+
+    def _event(self, event: Event) -> None:
+        assert self.engine is not None
+        self._carry_out(self.engine.handle(Tick()))
+        self._carry_out(self.engine.handle(event))
+
+    def _prepare(self, p: PrepareMatch) -> None:
+        if self.engine is not None and self.engine.phase not in (
+            Phase.READY, Phase.FINISHED, Phase.ABORTED
+        ):
+            raise IllegalMove("prepare a new match", f"the match is {self.engine.phase.value}",
+                              "abort it first")
+        match_cfg: MatchConfig = self.config.match
+        if p.overrides:
+            match_cfg = with_match_overrides(match_cfg, p.overrides)
+        colors = p.colors or (() if p.poems else match_cfg.colors)
+        deck = Deck.build(colors=colors, poems=p.poems, seed=p.seed)
+        engine = Engine(match=match_cfg, deck=deck, voice=self.voice, clock=self.clock,
+                        rate=self.rate)
+        if self.journal is not None:
+            self.journal.close()
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+        self.journal_path = self.journal_dir / f"{stamp}-{deck.seed}-{time.monotonic_ns()}.jsonl"
+        self.journal = JournalWriter(self.journal_path)
+        header = engine.header()
+        header["wall"] = datetime.now(UTC).isoformat()
+        header["channel"] = self.name
+        self.journal.append(header)
+        self.engine = engine
+        self.records = []
+        self._start_prefetch(engine)
+        self._publish_state(engine.snapshot().to_dict())
+
+    def _start_prefetch(self, engine: Engine) -> None:
+        clips = list(engine.programme_clips()) + [
+            c for c in engine.upcoming_clips() if c not in set(engine.programme_clips())
+        ]
+        loop = asyncio.get_running_loop()
+        self._prefetch = loop.run_in_executor(None, self.voice.prefetch, clips)
+
+    # ------------------------------------------------------------------ commands
+    def _carry_out(self, commands: list[Command]) -> None:
+        carry_out(commands, self.voice, self.sink, self._record, self._publish_match)
+
+    def _record(self, entry: dict[str, Any]) -> None:
+        if self.journal is not None:
+            self.journal.append(entry)
+        self.records.append(entry)
+        self._on_record(entry)
+
+    def _publish_match(self, snap: Snapshot) -> None:
+        self._publish_state(snap.to_dict())
+
+    def _publish_state(self, match: dict[str, Any] | None) -> None:
+        self._seq += 1
+        self._state = {
+            "channel": self.name,
+            "seq": self._seq,
+            "audio": self._audio_status,
+            "match": match,
+        }
+        self._on_publish(self._state)
+
+    def _on_sink_event(self, ev: SinkEvent) -> None:
+        if isinstance(ev, DeviceFault):
+            self.post(AudioFault(ev.reason))

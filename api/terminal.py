@@ -1,0 +1,78 @@
+"""A live terminal view of a channel: a line for every segment and hold as the journal records
+it, and an in-place countdown while the players memorise."""
+
+import sys
+from typing import Any, TextIO
+
+from reader.poems import poem
+
+KIND_WORDS = {
+    "memorise_call": "call",
+    "prelude_intro": "prelude",
+    "prelude_kami": "jokā kami",
+    "prelude_shimo": "jokā shimo",
+    "end_call": "end call",
+}
+
+
+class TerminalView:
+    def __init__(self, texts: dict[str, str], rate: int, out: TextIO = sys.stdout) -> None:
+        self._texts = texts  # call/prelude label -> text shown
+        self._rate = rate
+        self._out = out
+        self._cards = 0
+        self._counting = False
+
+    def on_record(self, entry: dict[str, Any]) -> None:
+        for f in entry.get("facts", ()):
+            line = self._describe(f)
+            if line:
+                self._line(line)
+
+    def on_state(self, state: dict[str, Any]) -> None:
+        m = state.get("match")
+        if m is None:
+            return
+        self._cards = m["cards_total"]
+        if m["countdown_s"] is not None and not m["paused"]:
+            self._out.write(f"\r{'':10}memorise  {m['countdown_s']:4.0f} s left ")
+            self._out.flush()
+            self._counting = True
+
+    def _describe(self, f: dict[str, Any]) -> str | None:
+        t = f"[{f.get('frame', 0) / self._rate:8.2f}] "
+        match f["fact"]:
+            case "segment" if f["kind"] != "gap":
+                label = f["label"]
+                if label.startswith("card_"):
+                    p = poem(f["poem"])
+                    text = p.kami if f["verse"] == "kami" else p.shimo
+                    return (f"{t}{f['card']:>2}/{self._cards or '?'} {f['verse']:<5} {text}"
+                            f"  (#{p.no} {p.author})")
+                if label == "memorise":
+                    return f"{t}memorise"
+                return f"{t}{KIND_WORDS.get(label, label):<10} {self._texts.get(label, '')}"
+            case "hold":
+                return f"{t}HOLD by {f['name'] or f['referee']} ({f['holds']} up)"
+            case "release":
+                return f"{t}released by {f['referee']} ({f['holds']} up)"
+            case "clear_holds":
+                return f"{t}all holds cleared"
+            case "cut":
+                return f"{t}  cut: {f['label']} at +{f['offset_s']:.2f} s"
+            case "resume":
+                return f"{t}resume ({f['policy']})"
+            case "finished":
+                return f"{t}finished"
+            case "aborted":
+                return f"{t}aborted {f.get('reason', '')}"
+            case "extra_card":
+                return f"{t}one more card: {f['card']}"
+        return None
+
+    def _line(self, text: str) -> None:
+        if self._counting:
+            self._out.write("\n")
+            self._counting = False
+        self._out.write(text + "\n")
+        self._out.flush()
