@@ -65,7 +65,9 @@ def _poems(args: argparse.Namespace) -> tuple[int, ...]:
     try:
         return tuple(int(x) for x in args.poems.replace(" ", "").split(",") if x)
     except ValueError:
-        raise ReaderError(f"--poems takes numbers separated by commas, not {args.poems!r}") from None
+        raise ReaderError(
+            f"--poems takes numbers separated by commas, not {args.poems!r}"
+        ) from None
 
 
 @contextlib.contextmanager
@@ -89,10 +91,10 @@ def _cbreak() -> Iterator[bool]:
 async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int:
     from audio.sink import NullSink, WallClock
     from audio.voice import make_voice
+    from reader.events import OPERATOR, Abort, ExtraCard, Hold, Release, Start
 
     from .runtime import ChannelRuntime, PrepareMatch
     from .terminal import TerminalView
-    from reader.events import OPERATOR, Abort, ExtraCard, Hold, Release, Start
 
     voice_cfg = cfg.voice
     if not speakers and voice_cfg.engine is not VoiceEngine.ESTIMATE and not args.voiced:
@@ -129,8 +131,8 @@ async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int
         await runtime.submit(PrepareMatch(colors=tuple(args.colors), poems=_poems(args),
                                           seed=args.seed, overrides=_overrides(args)))
         assert runtime.engine is not None
-        print(f"deck: {', '.join(args.colors) or ', '.join(m.colors)}; seed {runtime.engine.deck.seed}; "
-              f"journal {runtime.journal_path}")
+        deck = ", ".join(args.colors) or ", ".join(m.colors)
+        print(f"deck: {deck}; seed {runtime.engine.deck.seed}; journal {runtime.journal_path}")
         if speakers:
             print("keys: space = hold/release, x = one more card after the end, q = abort")
         await runtime.submit(Start())

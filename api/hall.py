@@ -1,0 +1,128 @@
+"""The hall: one channel per reader (a colour, a speaker), each with its runtime, its clients and
+its PIN, sharing one voice."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+from audio.errors import AudioError
+from audio.sink import NullSink, Sink
+from reader.config import ChannelConfig, Config
+
+from .auth import Auth
+from .hub import Hub
+from .runtime import ChannelRuntime, VoiceLike
+
+log = logging.getLogger("yomite.hall")
+
+SinkFactory = Callable[[Config, ChannelConfig], tuple[Sink, str]]
+
+
+def default_sink(cfg: Config, ch: ChannelConfig) -> tuple[Sink, str]:
+    """The channel's speakers, or no sound (said clearly) when there is no usable device."""
+    a = cfg.audio
+    if a.output == "null":
+        return NullSink(a.rate, fade_ms=a.fade_ms), "null output (config audio.output: null)"
+    device = ch.device if ch.device is not None else a.device
+    try:
+        from audio.device import DeviceSink
+
+        sink = DeviceSink(device, a.rate, blocksize=a.blocksize, latency=a.latency,
+                          fade_ms=a.fade_ms)
+    except AudioError as e:
+        log.warning("channel %s: no audio device (%s); audio goes nowhere", ch.name, e)
+        return NullSink(a.rate, fade_ms=a.fade_ms), f"NO AUDIO DEVICE ({e}): audio goes nowhere"
+    return sink, f"device {device if device is not None else 'default'} " \
+                 f"({sink.blocksize} frames/block, {sink.latency * 1000:.1f} ms stream latency)"
+
+
+def public_view(state: dict[str, Any]) -> dict[str, Any]:
+    """What viewers and referees see: never which poem is being read before its lower verse
+    has been read (a projector must not give a hint while it matters)."""
+    out = copy.deepcopy(state)
+    out.pop("pin", None)
+    m = out.get("match")
+    if m:
+        if m.get("segment"):
+            m["segment"]["poem"] = None
+        if m.get("cut"):
+            m["cut"]["poem"] = None
+        for c in m.get("cards", []):
+            if c["finished_s"] is None:
+                c["poem"] = None
+    return out
+
+
+class ChannelService:
+    def __init__(self, name: str, hub: Hub, pin: str, auth: Auth) -> None:
+        self.name = name
+        self.hub = hub
+        self.pin = pin
+        self.auth = auth
+        self.runtime: ChannelRuntime | None = None
+        self.audio = ""
+        self.seq = 0
+        self._state: dict[str, Any] = {"channel": name, "audio": "", "match": None}
+
+    def on_state(self, state: dict[str, Any]) -> None:
+        self._state = state
+        self.broadcast()
+
+    def referees(self) -> list[dict[str, Any]]:
+        connected: dict[str, int] = {}
+        for c in self.hub.clients:
+            if c.referee:
+                connected[c.referee] = connected.get(c.referee, 0) + 1
+        m = self._state.get("match") or {}
+        holding = {h["referee"] for h in m.get("holds", [])}
+        return [
+            {"id": r.id, "name": r.name, "connected": connected.get(r.id, 0) > 0,
+             "holding": r.id in holding}
+            for r in self.auth.referees(self.name)
+        ]
+
+    def operator_view(self) -> dict[str, Any]:
+        return {**self._state, "channel": self.name, "seq": self.seq, "output": self.audio,
+                "referees": self.referees(), "pin": self.pin}
+
+    def broadcast(self) -> None:
+        self.seq += 1
+        op = self.operator_view()
+        self.hub.publish(op, public_view(op))
+
+
+class Hall:
+    def __init__(self, config: Config, voice: VoiceLike, auth: Auth,
+                 make_sink: SinkFactory = default_sink) -> None:
+        self.config = config
+        self.voice = voice
+        self.auth = auth
+        self.make_sink = make_sink
+        self.channels: dict[str, ChannelService] = {}
+        for ch in config.server.channels:
+            pin = f"{secrets.randbelow(10000):04d}"
+            self.channels[ch.name] = ChannelService(
+                ch.name, Hub(config.server.client_queue), pin, auth
+            )
+
+    async def start(self) -> None:
+        for ch in self.config.server.channels:
+            svc = self.channels[ch.name]
+            sink, description = self.make_sink(self.config, ch)
+            svc.audio = description
+            rt = ChannelRuntime(ch.name, self.config, self.voice, sink, on_publish=svc.on_state)
+            svc.runtime = rt
+            rt.start()
+            svc.on_state(rt.state())
+
+    async def stop(self) -> None:
+        for svc in self.channels.values():
+            for c in list(svc.hub.clients):
+                svc.hub.remove(c)
+            if svc.runtime is not None:
+                await svc.runtime.stop()
+                svc.runtime.sink.close()

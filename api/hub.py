@@ -1,0 +1,112 @@
+"""Broadcast to every connected page without waiting on the slowest phone.
+
+Each client has a bounded queue and its own writer task. Publishing serialises a state once per
+audience (operator, public) and offers the text to every queue without awaiting; a client whose
+queue is full is too slow to follow the match and is dropped: when it reconnects it gets the
+full current state at once (snapshots carry everything, with a rising `seq`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger("yomite.hub")
+
+Send = Callable[[str], Awaitable[None]]
+Close = Callable[[int, str], Awaitable[None]]
+
+
+@dataclass(eq=False)
+class Client:
+    send: Send
+    close: Close
+    operator: bool
+    queue_size: int
+    referee: str | None = None
+    name: str = ""
+    queue: asyncio.Queue[str] = field(init=False)
+    task: asyncio.Task[None] | None = None
+    dropped: bool = False
+
+    def __post_init__(self) -> None:
+        self.queue = asyncio.Queue(self.queue_size)
+
+    async def writer(self) -> None:
+        try:
+            while True:
+                text = await self.queue.get()
+                await self.send(text)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # a per-client edge: one broken socket must not touch others
+            log.info("client writer ended: %s", e)
+
+
+class Hub:
+    """The clients of one channel."""
+
+    def __init__(self, queue_size: int = 64, send_timeout_s: float = 10.0) -> None:
+        self.queue_size = queue_size
+        self.send_timeout_s = send_timeout_s
+        self.clients: set[Client] = set()
+        self.dropped = 0
+
+    def add(self, send: Send, close: Close, *, operator: bool, referee: str | None = None,
+            name: str = "") -> Client:
+        async def timed_send(text: str) -> None:
+            # a socket whose peer stopped reading: its writes block once the OS buffer is full
+            async with asyncio.timeout(self.send_timeout_s):
+                await send(text)
+
+        c = Client(timed_send, close, operator, self.queue_size, referee, name)
+        self.clients.add(c)
+        c.task = asyncio.create_task(c.writer(), name="ws-writer")
+        c.task.add_done_callback(lambda _t: self._writer_done(c))
+        return c
+
+    def remove(self, c: Client) -> None:
+        self.clients.discard(c)
+        if c.task is not None and not c.task.done():
+            c.task.cancel()
+
+    def publish(self, operator_view: dict[str, Any], public_view: dict[str, Any]) -> None:
+        texts = {
+            True: json.dumps({"type": "state", **operator_view}, ensure_ascii=False),
+            False: json.dumps({"type": "state", **public_view}, ensure_ascii=False),
+        }
+        for c in list(self.clients):
+            try:
+                c.queue.put_nowait(texts[c.operator])
+            except asyncio.QueueFull:
+                self._drop(c, "too slow: the state queue is full")
+
+    def send_to(self, c: Client, message: dict[str, Any]) -> None:
+        try:
+            c.queue.put_nowait(json.dumps(message, ensure_ascii=False))
+        except asyncio.QueueFull:
+            self._drop(c, "too slow: the state queue is full")
+
+    def _writer_done(self, c: Client) -> None:
+        if c in self.clients:
+            self._drop(c, "the connection failed")
+
+    def _drop(self, c: Client, reason: str) -> None:
+        if c.dropped:
+            return
+        c.dropped = True
+        self.dropped += 1
+        self.remove(c)
+        log.info("dropping a client: %s", reason)
+
+        async def close() -> None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(2):
+                    await c.close(1013, reason[:120])
+
+        asyncio.get_running_loop().create_task(close())
