@@ -211,11 +211,11 @@ def create_app(
 
     @app.get("/api/voices")
     async def voices(request: Request) -> dict[str, Any]:
-        from audio.voice import list_voices
+        from audio.catalogue import list_voices
 
         h = hall_of(request)
         return {"current": getattr(h.voice, "name", "?"),
-                "voices": await asyncio.to_thread(list_voices)}
+                "voices": await asyncio.to_thread(list_voices, config.voice)}
 
     @app.get("/api/devices")
     async def devices(_p: Op) -> dict[str, Any]:

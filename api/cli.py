@@ -224,17 +224,20 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def cmd_voices(args: argparse.Namespace) -> int:
-    from audio import voice as voices
+    from audio.catalogue import list_voices
 
     cfg = _config(args)
     if args.action == "list":
-        for v in voices.list_voices():
+        for v in list_voices(cfg.voice):
             mark = "yes" if v["available"] else "no "
-            print(f"{v['engine']:<10} {mark}  {v['detail']}")
+            sel = "*" if v.get("selected") else " "
+            print(f"{sel} {v['engine']:<10} {mark}  {v['detail']}")
         return 0
     if args.action == "render":
         return offline.render_voices(cfg, colors=tuple(args.colors), progress=_progress_bar)
     if args.action == "import":
+        if not args.path:
+            raise ReaderError("yomite voices import needs the pack's folder")
         return offline.import_pack(cfg, Path(args.path))
     raise AssertionError(args.action)
 

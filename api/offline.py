@@ -113,12 +113,19 @@ def render_voices(cfg: Config, *, colors: tuple[str, ...], progress: Progress | 
     return 0
 
 
-def import_pack(cfg: Config, path: Path) -> int:
-    """Check a voice pack folder and print how to use it."""
+def import_pack(cfg: Config, path: Path, dest: Path = Path("var/packs")) -> int:
+    """Copy a pack (Wasuramoti, Shuffle100 or ours) into yomite's layout and say how to use it."""
+    from audio import catalogue
     from audio.pack import PackVoice
 
-    pack = PackVoice(path, cfg.audio.rate, cfg.voice.loudness_lufs, fallback=None,
+    out = catalogue.import_pack(path, dest, rate=cfg.audio.rate,
+                                progress=lambda i, n, _s: _bar(i, n))
+    pack = PackVoice(out, cfg.audio.rate, cfg.voice.loudness_lufs, fallback=None,
                      fallback_for_missing=False, strict=False)
     print(pack.describe())
-    print(f"to use it: set voice.engine: pack and voice.pack: {path} in config.yaml")
+    print(f"to use it: set voice.engine: pack and voice.pack: {out} in config.yaml")
     return 0
+
+
+def _bar(done: int, total: int) -> None:
+    print(f"\rimporting {done}/{total}", end="\n" if done == total else "", flush=True)

@@ -1,0 +1,260 @@
+"""The REST and WebSocket API in-process: one tiny app per test, no sound (null output)."""
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from reader.config import parse_config
+
+TOKEN = "operator-token-for-tests-0123456789"
+OP = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def make_config(**match):
+    m = {"memorise_s": 1, "cards": 3, **match}
+    return parse_config({
+        "match": m,
+        "voice": {"engine": "estimate"},
+        "audio": {"output": "null"},
+        "server": {"channels": [{"name": "main"}, {"name": "pink"}]},
+    })
+
+
+@pytest.fixture
+def client(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # journals go to ./var/journal
+    app = create_app(make_config(), operator_token=TOKEN)
+    with TestClient(app) as c:
+        yield c
+
+
+def join(c, ch="main", name="mat 1"):
+    pin = c.get(f"/api/channels/{ch}/pin", headers=OP).json()["pin"]
+    r = c.post(f"/api/channels/{ch}/referees", json={"pin": pin, "name": name})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    return body["referee"], {"Authorization": f"Bearer {body['token']}"}
+
+
+def test_health_poems_and_channels(client):
+    assert client.get("/api/health").json()["status"] == "ok"
+    poems = client.get("/api/poems").json()
+    assert len(poems) == 100 and poems[0]["kami_yomi"].startswith("あきのたの")
+    assert client.get("/api/poems/100").json()["author"]
+    r = client.get("/api/poems/0")
+    assert r.status_code == 404 and r.json()["hint"] == "poems are 1..100"
+    chans = client.get("/api/channels").json()
+    assert [c["channel"] for c in chans] == ["main", "pink"]
+    assert all("pin" not in c for c in chans), "viewers never see a PIN"
+    assert "pin" in client.get("/api/channels/main", headers=OP).json()
+
+
+def test_unknown_channel_is_404_and_names_the_channels(client):
+    r = client.get("/api/channels/nope")
+    assert r.status_code == 404
+    assert r.json()["hint"] == "channels: main, pink"
+
+
+def test_a_whole_match_lifecycle(client):
+    r = client.post("/api/channels/main/match", json={"colors": ["青"], "seed": 42}, headers=OP)
+    assert r.status_code == 200, r.text
+    m = r.json()["match"]
+    assert m["phase"] == "ready" and m["seed"] == 42 and m["colors"] == ["blue"]
+    r = client.post("/api/channels/main/match/start", headers=OP)
+    assert r.json()["match"]["phase"] == "announcing"
+    r = client.post("/api/channels/main/match/start", headers=OP)
+    assert r.status_code == 409
+    assert r.json()["detail"].startswith("cannot start while the match is announcing")
+    r = client.post("/api/channels/main/match/extra-card", headers=OP)
+    assert r.status_code == 409 and "only possible when finished" in r.json()["detail"]
+    r = client.post("/api/channels/main/match", json={"colors": ["pink"]}, headers=OP)
+    assert r.status_code == 409 and "abort it first" in r.json()["detail"]
+    r = client.post("/api/channels/main/match/abort", json={"reason": "test"}, headers=OP)
+    assert r.json()["match"]["phase"] == "aborted"
+    log = client.get("/api/channels/main/match/log", headers=OP).json()
+    assert log["header"]["deck"]["seed"] == 42
+    assert [r["event"]["type"] for r in log["records"]][:1] == ["start"]
+    csv = client.get("/api/channels/main/match/log?format=csv", headers=OP)
+    assert csv.headers["content-type"].startswith("text/csv")
+    assert csv.text.splitlines()[0] == "kind,label,card,poem,verse,start_s,end_s,cut,clip"
+    # the next match can be prepared after an abort
+    r = client.post("/api/channels/main/match", json={"poems": [1, 2, 3], "seed": 1}, headers=OP)
+    assert r.status_code == 200 and r.json()["match"]["phase"] == "ready"
+
+
+def test_bad_requests_say_what_to_do(client):
+    r = client.post("/api/channels/main/match", json={"colors": ["purple"]}, headers=OP)
+    assert r.status_code == 422 and "unknown colour 'purple'" in r.json()["detail"]
+    r = client.post("/api/channels/main/match", json={"poems": [101]}, headers=OP)
+    assert r.status_code == 422 and r.json()["error"] == "invalid_request"
+    assert "poems.0" in r.json()["detail"]
+    r = client.post("/api/channels/main/match", json={"overrides": {"cards": 0}}, headers=OP)
+    assert r.status_code == 422 and "overrides: cards" in r.json()["detail"]
+    r = client.post("/api/channels/main/match", json={"colours": ["blue"]}, headers=OP)
+    assert r.status_code == 422 and "colours" in r.json()["detail"]
+    r = client.post("/api/channels/main/match", content=b"{not json", headers=OP)
+    assert r.status_code == 422 and r.json()["hint"]
+    r = client.post("/api/channels/main/match/start", headers=OP)
+    assert r.status_code == 409 and "prepare a match first" in r.json()["detail"]
+
+
+def test_referee_joins_with_pin_and_holds_only_its_own_hand(client):
+    client.post("/api/channels/main/match", json={"seed": 1}, headers=OP)
+    client.post("/api/channels/main/match/start", headers=OP)
+    me, ref = join(client)
+    other, ref2 = join(client, name="mat 2")
+    r = client.put(f"/api/channels/main/holds/{me}", headers=ref)
+    assert r.status_code == 200
+    m = r.json()["match"]
+    assert m["paused"] and m["holds"] == [{"referee": me, "name": "mat 1",
+                                           "since_s": m["holds"][0]["since_s"]}]
+    assert "pin" not in r.json()
+    r = client.put(f"/api/channels/main/holds/{me}", headers=ref)  # idempotent
+    assert r.status_code == 200 and len(r.json()["match"]["holds"]) == 1
+    assert client.delete(f"/api/channels/main/holds/{other}", headers=ref).status_code == 403
+    assert client.put("/api/channels/main/holds/@operator", headers=ref).status_code == 403
+    client.put(f"/api/channels/main/holds/{other}", headers=ref2)
+    r = client.delete(f"/api/channels/main/holds/{me}", headers=ref)
+    assert r.json()["match"]["paused"], "mat 2 still holds"
+    r = client.post("/api/channels/main/match/resume", headers=OP)
+    assert r.json()["match"]["holds"] == [] and r.json()["match"]["resumes_at_s"] is not None
+    # a referee of channel main cannot hold on channel pink
+    assert client.put(f"/api/channels/pink/holds/{me}", headers=ref).status_code == 403
+
+
+def test_wrong_pin_and_rate_limit(client):
+    bad = client.post("/api/channels/main/referees", json={"pin": "99999", "name": "x"})
+    assert bad.status_code == 403 and bad.json()["error"] == "wrong_pin"
+    codes = [client.post("/api/channels/main/referees", json={"pin": "99999", "name": "x"})
+             .status_code for _ in range(12)]
+    assert codes[:9] == [403] * 9 and codes[-1] == 429
+    r = client.post("/api/channels/main/referees", json={"pin": "99999", "name": "x"})
+    assert int(r.headers["retry-after"]) > 0
+
+
+# every endpoint x every role: what a viewer or referee may not do is 401/403
+ENDPOINTS = [
+    ("GET", "/api/health", None, "viewer"),
+    ("GET", "/api/poems", None, "viewer"),
+    ("GET", "/api/poems/5", None, "viewer"),
+    ("GET", "/api/voices", None, "viewer"),
+    ("GET", "/api/session", None, "viewer"),
+    ("GET", "/api/channels", None, "viewer"),
+    ("GET", "/api/channels/main", None, "viewer"),
+    ("GET", "/api/devices", None, "operator"),
+    ("POST", "/api/channels/main/match", {"seed": 5}, "operator"),
+    ("POST", "/api/channels/main/match/start", None, "operator"),
+    ("POST", "/api/channels/main/match/extra-card", None, "operator"),
+    ("POST", "/api/channels/main/match/abort", None, "operator"),
+    ("POST", "/api/channels/main/match/resume", None, "operator"),
+    ("GET", "/api/channels/main/pin", None, "operator"),
+    ("GET", "/api/channels/main/qr.svg", None, "operator"),
+    ("GET", "/api/channels/main/match/log", None, "operator"),
+    ("PUT", "/api/channels/main/holds/@operator", None, "operator"),
+    ("DELETE", "/api/channels/main/holds/@operator", None, "operator"),
+    ("PUT", "/api/channels/main/holds/{me}", None, "referee"),
+    ("DELETE", "/api/channels/main/holds/{me}", None, "referee"),
+]
+RANK = {"viewer": 0, "referee": 1, "operator": 2}
+
+
+@pytest.mark.parametrize(("method", "path", "body", "needs"), ENDPOINTS)
+def test_roles_for_every_endpoint(client, method, path, body, needs):
+    client.post("/api/channels/main/match", json={"seed": 5}, headers=OP)
+    me, ref = join(client)
+    url = path.replace("{me}", me)
+    for role, headers in (("viewer", {}), ("referee", ref), ("operator", OP),
+                          ("bad token", {"Authorization": "Bearer not-a-token"})):
+        r = client.request(method, url, json=body, headers=headers)
+        if role == "bad token":
+            # an expired token is refused where a role is needed (public reads ignore it)
+            if needs != "viewer":
+                assert r.status_code == 401 and r.json()["error"] == "unauthorized"
+            continue
+        if RANK[role] >= RANK[needs]:
+            assert r.status_code < 400 or r.status_code == 409, (role, url, r.text)
+        else:
+            expected = 401 if role == "viewer" else 403
+            assert r.status_code == expected, (role, url, r.status_code, r.text)
+            assert r.json()["hint"] or r.json()["detail"]
+
+
+def test_public_state_hides_the_poem_being_read(client):
+    client.post("/api/channels/main/match", json={"seed": 5,
+                                                  "overrides": {"memorise_s": 0,
+                                                                "prelude": {"enabled": False}}},
+                headers=OP)
+    client.post("/api/channels/main/match/start", headers=OP)
+    import time
+
+    for _ in range(100):  # estimate voice: the call lasts ~2 s of wall time
+        op = client.get("/api/channels/main", headers=OP).json()["match"]
+        if op["segment"] and op["segment"]["label"] == "card_kami":
+            break
+        time.sleep(0.05)
+    assert op["segment"]["poem"] is not None
+    pub = client.get("/api/channels/main").json()["match"]
+    assert pub["segment"]["label"] == "card_kami" and pub["segment"]["poem"] is None
+    assert [c["poem"] for c in pub["cards"]] == [None]
+
+
+def test_websocket_snapshots_rise_and_referee_can_hold(client):
+    client.post("/api/channels/main/match", json={"seed": 9}, headers=OP)
+    me, ref = join(client)
+    token = ref["Authorization"].split()[1]
+    with client.websocket_connect(f"/ws/channels/main?token={token}") as ws:
+        hello = ws.receive_json()
+        assert hello == {"type": "hello", "role": "referee", "referee": me, "channel": "main"}
+        first = ws.receive_json()
+        assert first["type"] == "state" and first["match"]["phase"] == "ready"
+        client.post("/api/channels/main/match/start", headers=OP)
+        ws.send_json({"type": "hold"})
+        seqs, held = [first["seq"]], None
+        for _ in range(20):
+            m = ws.receive_json()
+            seqs.append(m["seq"])
+            if m["match"] and m["match"]["holds"]:
+                held = m
+                break
+        assert held and held["match"]["holds"][0]["referee"] == me
+        assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+        ws.send_text("nonsense")
+        err = ws.receive_json()
+        while err["type"] != "error":
+            err = ws.receive_json()
+        assert err["error"] == "bad_message"
+        ws.send_text("x" * 5000)
+        err = ws.receive_json()
+        while err["type"] != "error":
+            err = ws.receive_json()
+        assert err["error"] == "too_large"
+
+
+def test_viewer_websocket_cannot_hold(client):
+    client.post("/api/channels/main/match", json={"seed": 9}, headers=OP)
+    with client.websocket_connect("/ws/channels/main") as ws:
+        assert ws.receive_json()["role"] == "viewer"
+        ws.receive_json()
+        ws.send_json({"type": "hold"})
+        msg = ws.receive_json()
+        assert msg == {"type": "error", "error": "forbidden",
+                       "detail": "only a referee of this channel may hold"}
+
+
+def test_websocket_checks_origin(client):
+    from starlette.websockets import WebSocketDisconnect
+
+    with pytest.raises(WebSocketDisconnect) as e, client.websocket_connect(
+        "/ws/channels/main", headers={"origin": "http://evil.example"}
+    ) as ws:
+        ws.receive_json()
+    assert e.value.code == 1008
+
+
+def test_pages_are_served(client):
+    for path in ("/console", "/referee/main", "/display/main"):
+        r = client.get(path)
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    assert client.get("/static/../app.py").status_code == 404
+    qr = client.get("/api/channels/main/qr.svg", headers=OP)
+    assert qr.headers["content-type"] == "image/svg+xml" and b"<svg" in qr.content
