@@ -12,7 +12,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import asdict
-from importlib import resources
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Query, Request, WebSocket, WebSocketDisconnect
@@ -97,7 +97,8 @@ def create_app(
     on_ready: Callable[[Hall, str, bool], None] | None = None,
 ) -> FastAPI:
     sec = config.server.security
-    auth = Auth(operator_token or sec.operator_token, sec.pin_attempts_per_minute)
+    auth = Auth(operator_token or sec.operator_token, sec.pin_attempts_per_minute,
+                store=config.journal_dir / "referees.json")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -431,7 +432,7 @@ def create_app(
 
 def _page_handler(page: str) -> Any:
     async def handler() -> HTMLResponse:
-        return HTMLResponse(_read_static(f"{page}.html"))
+        return HTMLResponse(_read_static(f"{page}.html"), headers={"Cache-Control": "no-cache"})
 
     return handler
 
@@ -440,14 +441,20 @@ _TYPES = {"js": "text/javascript", "css": "text/css", "html": "text/html", "svg"
           "png": "image/png", "json": "application/json"}
 
 
+# The pages' files, found from this module rather than with importlib.resources: an editable
+# install made before api/ had an __init__.py maps `api` as a namespace package outside the
+# source tree, and resources.files() cannot read a namespace package.
+_STATIC = Path(__file__).resolve().parent / "static"
+
+
 def _read_static(name: str) -> str:
-    return resources.files("api").joinpath("static", name).read_text("utf-8")
+    return (_STATIC / name).read_text("utf-8")
 
 
 def _static(name: str) -> Response:
     if "/" in name or name.startswith("."):
         raise ApiError(404, "not_found", f"no static file {name!r}")
-    f = resources.files("api").joinpath("static", name)
+    f = _STATIC / name
     if not f.is_file():
         raise ApiError(404, "not_found", f"no static file {name!r}")
     ext = name.rsplit(".", 1)[-1]

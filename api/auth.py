@@ -7,11 +7,17 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
+import logging
+import os
 import secrets
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
+
+log = logging.getLogger("yomite.auth")
 
 
 class Role(StrEnum):
@@ -56,7 +62,11 @@ class RateLimited(Exception):
 
 
 class Auth:
-    def __init__(self, operator_token: str | None, pin_attempts_per_minute: int = 10) -> None:
+    """Who is who. Referees (their names and token digests, never the tokens) are kept in
+    `store` so that a phone keeps its identity, and its hold, across a server restart."""
+
+    def __init__(self, operator_token: str | None, pin_attempts_per_minute: int = 10,
+                 store: Path | None = None) -> None:
         self.operator_token = operator_token or secrets.token_urlsafe(24)
         self.generated = operator_token is None
         self._operator_digest = digest(self.operator_token)
@@ -64,6 +74,27 @@ class Auth:
         self._by_id: dict[str, Referee] = {}
         self._attempts: dict[str, deque[float]] = {}
         self._limit = pin_attempts_per_minute
+        self._store = store
+        if store is not None and store.exists():
+            try:
+                for r in json.loads(store.read_text("utf-8"))["referees"]:
+                    ref = Referee(r["id"], r["channel"], r["name"], bytes.fromhex(r["digest"]),
+                                  r["joined"])
+                    self._referees[ref.token_digest] = ref
+                    self._by_id[ref.id] = ref
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                log.error("%s is unreadable (%s): referees must join again", store, e)
+
+    def _save(self) -> None:
+        if self._store is None:
+            return
+        data = {"referees": [{"id": r.id, "channel": r.channel, "name": r.name,
+                              "digest": r.token_digest.hex(), "joined": r.joined}
+                             for r in self._by_id.values()]}
+        self._store.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self._store.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, ensure_ascii=False), "utf-8")
+        os.replace(tmp, self._store)
 
     def identify(self, token: str | None) -> Principal:
         if not token:
@@ -91,6 +122,7 @@ class Auth:
         ref = Referee(rid, channel, name, digest(token))
         self._referees[ref.token_digest] = ref
         self._by_id[rid] = ref
+        self._save()
         return ref, token
 
     def referee(self, rid: str) -> Referee | None:

@@ -7,6 +7,7 @@ import copy
 import logging
 import secrets
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from audio.errors import AudioError
@@ -95,6 +96,23 @@ class ChannelService:
         self.hub.publish(op, public_view(op))
 
 
+def _pin(path: Path) -> str:
+    """The channel's PIN, kept across restarts so that the QR codes on the mats stay valid."""
+    try:
+        pin = path.read_text("utf-8").strip()
+        if pin.isdigit() and 4 <= len(pin) <= 8:
+            return pin
+    except OSError:
+        pass
+    pin = f"{secrets.randbelow(10000):04d}"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(pin, "utf-8")
+    except OSError as e:
+        log.warning("cannot keep the PIN in %s (%s): it changes at the next start", path, e)
+    return pin
+
+
 class Hall:
     def __init__(self, config: Config, voice: VoiceLike, auth: Auth,
                  make_sink: SinkFactory = default_sink) -> None:
@@ -104,7 +122,7 @@ class Hall:
         self.make_sink = make_sink
         self.channels: dict[str, ChannelService] = {}
         for ch in config.server.channels:
-            pin = f"{secrets.randbelow(10000):04d}"
+            pin = _pin(config.journal_dir / ch.name / "pin")
             self.channels[ch.name] = ChannelService(
                 ch.name, Hub(config.server.client_queue), pin, auth
             )
@@ -117,6 +135,7 @@ class Hall:
             rt = ChannelRuntime(ch.name, self.config, self.voice, sink, on_publish=svc.on_state)
             svc.runtime = rt
             rt.start()
+            rt.recover()
             svc.on_state(rt.state())
 
     async def stop(self) -> None:

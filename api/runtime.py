@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -23,14 +22,14 @@ import numpy as np
 
 from audio.sink import DeviceFault, Sink, SinkEvent
 from reader.clip import Clip
-from reader.clock import Clock
+from reader.clock import Clock, OffsetClock
 from reader.commands import Command, PlayClip, Publish, Record, StopAudio
 from reader.config import Config, MatchConfig, with_match_overrides
 from reader.deck import Deck
 from reader.engine import Engine
-from reader.errors import IllegalMove, ReaderError
-from reader.events import AUDIO_FAULT, Event, Hold, Tick, event_name
-from reader.journal import JournalWriter
+from reader.errors import IllegalMove, JournalError, ReaderError
+from reader.events import AUDIO_FAULT, RECOVERED, Event, Hold, Tick, event_name
+from reader.journal import JournalWriter, read_journal, repair, replay
 from reader.programme import Phase
 from reader.snapshot import Snapshot
 
@@ -65,16 +64,18 @@ def carry_out(
     sink: Sink,
     record: Callable[[dict[str, Any]], None],
     publish: Callable[[Snapshot], None],
+    frame_offset: int = 0,
 ) -> None:
-    """Carry out engine commands in order: journal, audio, publication."""
+    """Carry out engine commands in order: journal, audio, publication. `frame_offset` is the
+    engine's frame minus the sink's (non-zero for a match recovered after a restart)."""
     for c in commands:
         match c:
             case Record(entry=entry):
                 record(entry)
             case PlayClip(clip=clip, at_frame=at, offset=off, segment=seg):
-                sink.play(voice.pcm(clip), at, off, seg)
+                sink.play(voice.pcm(clip), at - frame_offset, off, seg)
             case StopAudio(at_frame=at):
-                sink.stop(at)
+                sink.stop(at - frame_offset)
             case Publish(snapshot=snap):
                 publish(snap)
             case _:
@@ -111,6 +112,9 @@ class ChannelRuntime:
         self.sink = sink
         self.rate = sink.rate
         self.clock: Clock = clock or SinkClock(sink)
+        # the engine's clock: the output's, shifted for a match recovered from its journal
+        self._match_clock: Clock = self.clock
+        self._frame_offset = 0
         self.journal_dir = Path(journal_dir or config.journal_dir) / name
         self.engine: Engine | None = None
         self.journal: JournalWriter | None = None
@@ -125,6 +129,7 @@ class ChannelRuntime:
         self._audio_status = "ok"
         self._prefetch: asyncio.Future[Any] | None = None
         self._task: asyncio.Task[None] | None = None
+        self.recovered: dict[str, Any] | None = None
         self.late_wakeups_ms: list[float] = []
         self._publish_state(None)
 
@@ -181,7 +186,7 @@ class ChannelRuntime:
             deadline = self.engine.next_deadline() if self.engine else None
             if deadline is None:
                 return await self._inbox.get()
-            delay = deadline - self.clock.now()
+            delay = deadline - self._match_clock.now()
             if delay <= 0:
                 if delay < -0.02:
                     self.late_wakeups_ms.append(-delay * 1000)
@@ -226,12 +231,15 @@ class ChannelRuntime:
             match_cfg = with_match_overrides(match_cfg, p.overrides)
         colors = p.colors or (() if p.poems else match_cfg.colors)
         deck = Deck.build(colors=colors, poems=p.poems, seed=p.seed)
+        self._frame_offset = 0
+        self._match_clock = self.clock
         engine = Engine(match=match_cfg, deck=deck, voice=self.voice, clock=self.clock,
                         rate=self.rate)
         if self.journal is not None:
             self.journal.close()
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-        self.journal_path = self.journal_dir / f"{stamp}-{deck.seed}-{time.monotonic_ns()}.jsonl"
+        # named by UTC time to the microsecond: the newest match sorts last
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%f")
+        self.journal_path = self.journal_dir / f"{stamp}-seed{deck.seed}.jsonl"
         self.journal = JournalWriter(self.journal_path)
         header = engine.header()
         header["wall"] = datetime.now(UTC).isoformat()
@@ -239,19 +247,69 @@ class ChannelRuntime:
         self.journal.append(header)
         self.engine = engine
         self.records = []
+        self.recovered = None
         self._start_prefetch(engine)
         self._publish_state(engine.snapshot().to_dict())
 
     def _start_prefetch(self, engine: Engine) -> None:
-        clips = list(engine.programme_clips()) + [
-            c for c in engine.upcoming_clips() if c not in set(engine.programme_clips())
-        ]
+        """Render the clips still to come in a worker thread (during the memorisation period)."""
+        clips = list(dict.fromkeys(engine.upcoming_clips()))
         loop = asyncio.get_running_loop()
         self._prefetch = loop.run_in_executor(None, self.voice.prefetch, clips)
+        self._prefetch.add_done_callback(self._prefetched)
+
+    def _prefetched(self, fut: asyncio.Future[Any]) -> None:
+        if not fut.cancelled() and fut.exception() is not None:
+            # the clip will be rendered (and fail loudly) on demand; say why now
+            log.error("channel %s: rendering ahead failed: %s", self.name, fut.exception())
+
+    # ------------------------------------------------------------------ crash recovery
+    def recover(self) -> dict[str, Any] | None:
+        """Bring back the channel's latest match from its journal.
+
+        A torn last line (the crash cut a write short) is cut off and reported. A match that
+        was under way comes back paused by yomite's own hold at the place of its last record
+        (the countdown remainder, the cut card and verse, the holds that were up); the
+        operator resumes it. A finished or aborted match comes back as it was.
+        """
+        files = sorted(self.journal_dir.glob("*.jsonl"))
+        if not files:
+            return None
+        path = files[-1]
+        try:
+            torn = repair(path)
+            contents = read_journal(path)
+            engine = replay(contents)
+        except (JournalError, OSError, ValueError, KeyError) as e:
+            log.error("channel %s: cannot recover %s (%s); starting empty", self.name, path, e)
+            return {"journal": str(path), "error": str(e)}
+        if torn is not None:
+            log.warning("channel %s: dropped a torn last line of %s: %r", self.name, path,
+                        torn[:200])
+        engine.use_voice(self.voice)
+        # the new output clock starts again near 0: go on in the match's own timeline
+        self._frame_offset = round(engine.now_s * self.rate) - round(self.clock.now() * self.rate)
+        self._match_clock = OffsetClock(self.clock, self._frame_offset / self.rate)
+        engine.use_clock(self._match_clock)
+        self.engine = engine
+        self.records = list(contents.records)
+        self.journal_path = path
+        self.journal = JournalWriter(path)
+        self.recovered = {"journal": str(path), "records": len(contents.records),
+                          "torn_line_dropped": torn is not None}
+        if engine.phase not in (Phase.READY, Phase.FINISHED, Phase.ABORTED):
+            self._event(Hold(RECOVERED, "recovered after a restart"))
+            self._start_prefetch(engine)
+        else:
+            self._publish_state(engine.snapshot().to_dict())
+        log.info("channel %s: recovered %s (%d records, phase %s)", self.name, path,
+                 len(contents.records), engine.phase.value)
+        return self.recovered
 
     # ------------------------------------------------------------------ commands
     def _carry_out(self, commands: list[Command]) -> None:
-        carry_out(commands, self.voice, self.sink, self._record, self._publish_match)
+        carry_out(commands, self.voice, self.sink, self._record, self._publish_match,
+                  self._frame_offset)
 
     def _record(self, entry: dict[str, Any]) -> None:
         if self.journal is not None:
@@ -268,6 +326,7 @@ class ChannelRuntime:
             "channel": self.name,
             "seq": self._seq,
             "audio": self._audio_status,
+            "recovered": self.recovered,
             "match": match,
         }
         self._on_publish(self._state)

@@ -30,3 +30,15 @@ class ManualClock:
         if dt < 0:
             raise ValueError(f"clock cannot go backwards (advance by {dt})")
         self._now += dt
+
+
+class OffsetClock:
+    """Another clock plus a fixed offset: a match recovered from its journal goes on in its own
+    timeline (its frames keep rising) on a new process's clock, which starts again at 0."""
+
+    def __init__(self, base: Clock, offset_s: float) -> None:
+        self._base = base
+        self.offset_s = offset_s
+
+    def now(self) -> float:
+        return self._base.now() + self.offset_s

@@ -138,6 +138,20 @@ class Engine:
             },
         }
 
+    def use_voice(self, voice: ClipDurations) -> None:
+        """Go on with another voice (a replayed engine has only the journal's clip lengths)."""
+        self._voice = voice
+
+    def use_clock(self, clock: Clock) -> None:
+        """Go on with another clock (a recovered match continues on the new process's). The
+        clock must not read earlier than the engine's last event (see OffsetClock)."""
+        self._clock = clock
+
+    @property
+    def now_s(self) -> float:
+        """The time of the last event applied."""
+        return self._t / self.rate
+
     @property
     def phase(self) -> Phase:
         if self._terminal is not None:

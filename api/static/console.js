@@ -1,0 +1,507 @@
+/* The operator's console: choose the deck, start (preparing first when needed), pause, see and
+   lower raised hands, one more card, abort, the next match; the cards read with their poems,
+   the referees, the PIN and QR code, the audio output. The operator's token comes from the
+   link `yomite serve` prints (#token=...) or from the form, and is kept in localStorage. */
+"use strict";
+
+(function () {
+  const { t } = Y;
+  const TOKEN_KEY = "yomite.operator";
+  const SETTINGS_KEY = "yomite.console.settings";
+  const CHANNEL_KEY = "yomite.console.channel";
+  const OPERATOR = "@operator";
+
+  const $ = (id) => document.getElementById(id);
+  const ui = {
+    conn: $("conn"), channelPick: $("channel-pick"), channel: $("channel"), tokenBox: $("token-box"),
+    tokenForm: $("token-form"), token: $("token"), app: $("app"), phase: $("phase"),
+    cardno: $("cardno"), countdown: $("countdown"), now: $("now"), prepared: $("prepared"),
+    paused: $("paused"), start: $("start"), pause: $("pause"), resume: $("resume"),
+    extra: $("extra"), next: $("next"), abort: $("abort"), holds: $("holds"),
+    settings: $("settings"), colourPicks: $("colour-picks"), seed: $("seed"),
+    memorise: $("memorise"), cards: $("cards"), prepare: $("prepare"), qr: $("qr"), pin: $("pin"),
+    loopback: $("loopback"), joinUrl: $("join-url"), displayUrl: $("display-url"),
+    refCount: $("ref-count"), referees: $("referees"), csv: $("csv"), cardRows: $("card-rows"),
+    output: $("output"), audio: $("audio"),
+  };
+
+  let token = null;
+  let ch = null;
+  let conn = null;
+  let state = null;
+  let receivedAt = 0;
+  let poems = null;
+  let t0 = null; // the device-clock time the match started, for the cards' times
+  let logKey = null;
+  let busy = false;
+  let abortTimer = null;
+
+  const countdown = new Y.Countdown((secs) => {
+    ui.countdown.textContent = secs === null ? "" : t("seconds_left", { s: secs });
+  });
+
+  const chPath = (p = "") => `/api/channels/${encodeURIComponent(ch)}${p}`;
+
+  // ------------------------------------------------------------------ the token
+  function tokenFromUrl() {
+    const h = new URLSearchParams(location.hash.slice(1));
+    const tok = h.get("token");
+    if (tok) history.replaceState(null, "", location.pathname + location.search); // off the screen
+    return tok;
+  }
+
+  function askToken() {
+    ui.app.hidden = true;
+    ui.channelPick.hidden = true;
+    ui.tokenBox.hidden = false;
+    ui.conn.hidden = true;
+    ui.token.focus();
+  }
+
+  async function tryToken(tok) {
+    try {
+      const s = await Y.api("GET", "/api/session", { token: tok });
+      if (s.role !== "operator") throw new Y.ApiError(403, "forbidden", t("token_wrong"), "");
+    } catch (e) {
+      Y.showError(e);
+      if (e.status === 0) {
+        setTimeout(() => tryToken(tok), 3000); // the server is not up yet
+        return;
+      }
+      Y.save(TOKEN_KEY, null);
+      askToken();
+      return;
+    }
+    token = tok;
+    Y.save(TOKEN_KEY, tok);
+    Y.clearErrors();
+    ui.tokenBox.hidden = true;
+    ui.conn.hidden = false;
+    await openChannels();
+  }
+
+  ui.tokenForm.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const tok = ui.token.value.trim();
+    if (tok) tryToken(tok);
+  });
+
+  function authLost() {
+    if (conn) conn.stop();
+    Y.save(TOKEN_KEY, null);
+    token = null;
+    askToken();
+  }
+
+  // ------------------------------------------------------------------ channels
+  async function openChannels() {
+    let list;
+    try {
+      list = await Y.api("GET", "/api/channels", { token });
+    } catch (e) {
+      Y.showError(e);
+      if (e.status === 401) authLost();
+      else setTimeout(openChannels, 3000);
+      return;
+    }
+    const names = list.map((s) => s.channel);
+    const wanted = new URLSearchParams(location.search).get("ch") || Y.load(CHANNEL_KEY);
+    ui.channel.replaceChildren(...names.map((n) => Y.el("option", { value: n }, n)));
+    ui.channelPick.hidden = names.length < 2;
+    ui.app.hidden = false;
+    connect(names.includes(wanted) ? wanted : names[0]);
+  }
+
+  ui.channel.addEventListener("change", () => connect(ui.channel.value));
+
+  function connect(name) {
+    if (conn) conn.stop();
+    ch = name;
+    ui.channel.value = name;
+    Y.save(CHANNEL_KEY, name);
+    state = null;
+    t0 = null;
+    logKey = null;
+    document.title = `yomite ${t("console_title")} · ${name}`;
+    conn = new Y.Channel(name, {
+      token: () => token,
+      onState,
+      onStatus: (s) => Y.showConnection(ui.conn, s),
+      onAuthLost: authLost,
+    });
+    Y.live = conn;
+    conn.start();
+    loadJoin();
+  }
+
+  async function loadJoin() {
+    const display = `${location.origin}/display/${encodeURIComponent(ch)}`;
+    ui.displayUrl.href = display;
+    ui.displayUrl.textContent = display;
+    ui.loopback.hidden = !/^(localhost|127\.|\[::1\])/.test(location.hostname);
+    try {
+      const p = await Y.api("GET", chPath("/pin"), { token });
+      ui.pin.textContent = p.pin;
+      ui.joinUrl.href = p.join_url;
+      ui.joinUrl.textContent = p.join_url;
+      const svgText = await (await Y.api("GET", chPath("/qr.svg"), { token, raw: true })).text();
+      const doc = new DOMParser().parseFromString(svgText, "image/svg+xml");
+      const svg = doc.documentElement;
+      if (svg.nodeName.toLowerCase() === "svg") {
+        svg.removeAttribute("width");
+        svg.removeAttribute("height");
+        svg.setAttribute("aria-hidden", "true");
+        ui.qr.replaceChildren(document.importNode(svg, true));
+        ui.qr.setAttribute("aria-label", `QR: ${p.join_url}`);
+      }
+    } catch (e) {
+      Y.showError(e);
+    }
+  }
+
+  // ------------------------------------------------------------------ state
+  function onState(s) {
+    state = s;
+    receivedAt = performance.now();
+    const m = s.match;
+    countdown.update(m);
+    if (m && m.segment && m.segment.label === "memorise_call") t0 = m.segment.started_s;
+    if (!m || m.phase === "ready") t0 = null;
+    render();
+    refreshLog(m);
+  }
+
+  /** The match log gives the start of a match the console joined late. */
+  async function refreshLog(m) {
+    if (!m || m.phase === "ready" || t0 !== null) return;
+    const key = `${m.seed}/${m.phase}/${m.cards.length}`;
+    if (key === logKey) return;
+    logKey = key;
+    try {
+      const log = await Y.api("GET", chPath("/match/log"), { token });
+      if (log.timeline.length) {
+        t0 = log.timeline[0].start_s;
+        renderCards(state && state.match);
+      }
+    } catch (_e) { /* the times wait for the next state */ }
+  }
+
+  // ------------------------------------------------------------------ rendering
+  function render() {
+    const m = state && state.match;
+    renderHeadline(m);
+    renderButtons(m);
+    renderHolds(m);
+    renderCards(m);
+    renderReferees(state ? state.referees || [] : []);
+    renderAudio(state);
+  }
+
+  function renderHeadline(m) {
+    ui.phase.dataset.phase = m ? m.phase : "none";
+    ui.phase.dataset.paused = m && m.paused ? "true" : "false";
+    ui.phase.textContent = m && m.paused ? `${Y.phaseText(m)} · ${t("paused")}` : Y.phaseText(m);
+    ui.cardno.textContent = Y.cardText(m);
+    ui.now.textContent = nowText(m);
+    ui.prepared.textContent = m ? t("prepared", {
+      colours: m.colors.map((c) => t(c)).join(t("name_sep")),
+      seed: m.seed, cards: m.cards_total, mem: m.timings.memorise_s,
+    }) + (m.reason ? ` · ${m.reason}` : "") : "";
+    if (m && m.paused) {
+      ui.paused.hidden = false;
+      ui.paused.textContent = m.resumes_at_s !== null ? t("resuming")
+        : `${t("paused")} — ${t("held_by", { names: Y.joinNames(Y.holdNames(m)) })}`;
+    } else {
+      ui.paused.hidden = true;
+    }
+  }
+
+  function nowText(m) {
+    const seg = m && (m.paused ? m.cut : m.segment);
+    if (!seg || !Y.isRunning(m)) return "";
+    let what = Y.segmentText(seg);
+    if (seg.card && seg.poem) {
+      const p = poems && poems.get(seg.poem);
+      what = `${t("card_no", { n: seg.card })} ${what} — ${t("poem_no", { no: seg.poem })}`;
+      if (p) what += ` ${seg.verse === "shimo" ? p.shimo : p.kami}`;
+    }
+    return t("reading_now", { what });
+  }
+
+  function renderButtons(m) {
+    const phase = m ? m.phase : null;
+    const over = !m || ["finished", "aborted"].includes(phase);
+    const opHold = !!m && m.holds.some((h) => h.referee === OPERATOR);
+    ui.start.disabled = busy || !(over || phase === "ready");
+    ui.pause.disabled = busy || !m || phase === "aborted" || (phase === "finished" && !opHold);
+    ui.pause.textContent = t(opHold ? "unpause" : "pause");
+    ui.resume.disabled = busy || !m || m.holds.length === 0;
+    ui.extra.disabled = busy || phase !== "finished" || !(m.unread_left > 0);
+    ui.next.disabled = busy || !m || !["finished", "aborted"].includes(phase);
+    ui.abort.disabled = busy || over;
+    if (ui.abort.disabled) disarmAbort();
+    ui.prepare.disabled = busy || !(over || phase === "ready");
+  }
+
+  let holdsKey = null;
+
+  /** The raised hands. The list is rebuilt only when the hands change (a rebuild under the
+      pointer would swallow a click on "lower"); the durations are updated in place. */
+  function renderHolds(m) {
+    const holds = m ? m.holds : [];
+    const key = `${Y.lang}|${holds.map((h) => `${h.referee}:${h.name}`).join("|")}`;
+    if (key !== holdsKey) {
+      if (holdsKey !== null && holds.length) {
+        Y.announce(t("held_by", { names: Y.joinNames(holds.map(Y.holderName)) }), true);
+      }
+      holdsKey = key;
+      ui.holds.replaceChildren(...(holds.length ? holds.map(holdItem)
+        : [Y.el("li", { class: "empty" }, t("nobody"))]));
+    }
+    const gone = (performance.now() - receivedAt) / 1000;
+    for (const h of holds) {
+      const li = ui.holds.querySelector(`li[data-referee="${CSS.escape(h.referee)}"] .since`);
+      const secs = Math.max(0, Math.floor(m.at_s - h.since_s + gone));
+      if (li) li.textContent = t("since", { s: secs });
+    }
+  }
+
+  function holdItem(h) {
+    const name = Y.holderName(h);
+    const li = Y.el("li", { dataset: { referee: h.referee } },
+      Y.el("span", { class: "hand", "aria-hidden": "true" }),
+      Y.el("span", { class: "who" }, name),
+      Y.el("span", { class: "since" }));
+    if (h.referee.startsWith("@") && h.referee !== OPERATOR) {
+      li.append(Y.el("span", { class: "system" }, t("system_hold")));
+    } else {
+      const b = Y.el("button", { type: "button", class: "btn small",
+        "aria-label": t("lower_aria", { name }) }, t("lower"));
+      b.addEventListener("click", () => act(() => Y.api("DELETE",
+        chPath(`/holds/${encodeURIComponent(h.referee)}`), { token })));
+      li.append(b);
+    }
+    return li;
+  }
+
+  function renderCards(m) {
+    const cards = m ? m.cards : [];
+    if (!cards.length) {
+      ui.cardRows.replaceChildren(Y.el("tr", {}, Y.el("td", { colspan: "4", class: "empty" },
+        t("none_yet"))));
+      return;
+    }
+    const rel = (s) => (t0 === null || s === null ? "" : Y.fmtTime(s - t0));
+    ui.cardRows.replaceChildren(...cards.slice().reverse().map((c) => {
+      const p = poems && c.poem ? poems.get(c.poem) : null;
+      const poemCell = Y.el("td", { class: "poem" },
+        Y.el("span", { class: "no" }, c.poem ? t("poem_no", { no: c.poem }) : ""),
+        p ? Y.el("span", { class: "verses" }, Y.el("span", { class: "kami" }, Y.verse(p.kami)), " ",
+          Y.el("span", { class: "shimo" }, Y.verse(p.shimo))) : "",
+        p ? Y.el("span", { class: "author" }, p.author) : "");
+      return Y.el("tr", { class: c.finished_s === null ? "reading" : "", dataset: { poem: c.poem || "" } },
+        Y.el("th", { scope: "row" }, String(c.n)),
+        poemCell,
+        Y.el("td", { class: "time" }, rel(c.started_s)),
+        Y.el("td", { class: "time" }, c.finished_s === null ? t("in_progress") : rel(c.finished_s)));
+    }));
+  }
+
+  function renderReferees(refs) {
+    ui.refCount.textContent = refs.length ? `(${refs.filter((r) => r.connected).length}/${refs.length})` : "";
+    if (!refs.length) {
+      ui.referees.replaceChildren(Y.el("li", { class: "empty" }, t("no_referees")));
+      return;
+    }
+    ui.referees.replaceChildren(...refs.map((r) => Y.el("li",
+      { class: r.connected ? "on" : "off", dataset: { referee: r.id } },
+      Y.el("span", { class: "dot", role: "img", "aria-label": t(r.connected ? "connected" : "not_connected") }),
+      Y.el("span", { class: "who" }, r.name),
+      r.holding ? Y.el("span", { class: "badge" }, t("holding")) : "")));
+  }
+
+  function renderAudio(s) {
+    const out = s ? s.output || "" : "";
+    const status = s ? s.audio || "" : "";
+    ui.output.textContent = out;
+    ui.output.className = /^(NO AUDIO|null output)/.test(out) ? "bad" : "";
+    ui.audio.textContent = status === "ok" ? t("audio_ok") : status;
+    ui.audio.className = status && status !== "ok" ? "bad" : "good";
+  }
+
+  function renderAll() {
+    render();
+    countdown.update(state && state.match);
+    Y.showConnection(ui.conn, conn ? conn.status : "connecting");
+    buildColourPicks(true);
+  }
+
+  // ------------------------------------------------------------------ settings
+  function buildColourPicks(keep = false) {
+    const checked = keep ? formColours() : null;
+    ui.colourPicks.replaceChildren(...Y.COLOURS.map((c) => {
+      const input = Y.el("input", { type: "checkbox", name: "colour", value: c, id: `colour-${c}` });
+      if (checked && checked.includes(c)) input.checked = true;
+      return Y.el("label", { class: `pick colour-${c}`, for: `colour-${c}` }, input,
+        Y.el("span", { class: "swatch", "aria-hidden": "true" }), t(c));
+    }));
+  }
+
+  function formColours() {
+    return [...ui.colourPicks.querySelectorAll("input:checked")].map((i) => i.value);
+  }
+
+  function num(input, { integer = false, min = 0, max = Infinity } = {}) {
+    const v = input.value.trim();
+    if (v === "") return null;
+    const n = Number(v);
+    if (!isFinite(n) || n < min || n > max || (integer && !Number.isInteger(n))) {
+      input.setAttribute("aria-invalid", "true");
+      throw new Y.ApiError(0, "invalid", `${input.labels[0].textContent.trim()}: ${v}`, "");
+    }
+    input.removeAttribute("aria-invalid");
+    return n;
+  }
+
+  /** The form's settings; throws (shown to the user) if a number is impossible. */
+  function formSettings() {
+    return {
+      colours: formColours(),
+      seed: num(ui.seed, { integer: true, max: 2 ** 53 - 1 }),
+      memorise: num(ui.memorise, { max: 3600 }),
+      cards: num(ui.cards, { integer: true, min: 1, max: 100 }),
+    };
+  }
+
+  function saveSettings() {
+    Y.save(SETTINGS_KEY, { colours: formColours(), seed: ui.seed.value, memorise: ui.memorise.value,
+      cards: ui.cards.value });
+  }
+
+  function loadSettings() {
+    const s = Y.load(SETTINGS_KEY, { colours: ["blue"], seed: "", memorise: "", cards: "" });
+    for (const i of ui.colourPicks.querySelectorAll("input")) i.checked = (s.colours || []).includes(i.value);
+    ui.seed.value = s.seed || "";
+    ui.memorise.value = s.memorise || "";
+    ui.cards.value = s.cards || "";
+  }
+
+  function prepareBody(f) {
+    const body = { colors: f.colours };
+    if (f.seed !== null) body.seed = f.seed;
+    const over = {};
+    if (f.cards !== null) over.cards = f.cards;
+    if (f.memorise !== null) over.memorise_s = f.memorise;
+    // the overrides are validated with their own deck: without the colours, 30 cards of two
+    // colours would be refused because the configured deck has one colour (the CLI does this too)
+    if (f.colours.length) over.colors = f.colours;
+    if (Object.keys(over).length) body.overrides = over;
+    return body;
+  }
+
+  function matchesForm(m, f) {
+    const same = (a, b) => a.length === b.length && a.every((x) => b.includes(x));
+    return (f.colours.length === 0 || same(f.colours, m.colors))
+      && (f.seed === null || f.seed === m.seed)
+      && (f.cards === null || f.cards === m.cards_planned)
+      && (f.memorise === null || f.memorise === m.timings.memorise_s);
+  }
+
+  ui.settings.addEventListener("change", saveSettings);
+
+  // ------------------------------------------------------------------ actions
+  async function act(fn) {
+    if (busy) return;
+    busy = true;
+    renderButtons(state && state.match);
+    try {
+      const s = await fn();
+      if (s && conn) conn.accept(s);
+    } catch (e) {
+      Y.showError(e);
+      if (e.status === 401) authLost();
+    } finally {
+      busy = false;
+      render();
+    }
+  }
+
+  const prepare = () => Y.api("POST", chPath("/match"), { token, body: prepareBody(formSettings()) });
+
+  ui.settings.addEventListener("submit", (e) => {
+    e.preventDefault();
+    act(prepare);
+  });
+
+  // one tap for a teacher: prepare when nothing (or something else) is prepared, then start
+  ui.start.addEventListener("click", () => act(async () => {
+    const m = state && state.match;
+    const f = formSettings();
+    if (!m || m.phase !== "ready" || !matchesForm(m, f)) conn.accept(await prepare());
+    return Y.api("POST", chPath("/match/start"), { token });
+  }));
+
+  ui.pause.addEventListener("click", () => act(() => {
+    const m = state && state.match;
+    const held = !!m && m.holds.some((h) => h.referee === OPERATOR);
+    const path = chPath(`/holds/${encodeURIComponent(OPERATOR)}`);
+    return held ? Y.api("DELETE", path, { token })
+      : Y.api("PUT", path, { token, body: { name: t("operator_name") } });
+  }));
+
+  ui.resume.addEventListener("click", () => act(() => Y.api("POST", chPath("/match/resume"), { token })));
+  ui.extra.addEventListener("click", () => act(() => Y.api("POST", chPath("/match/extra-card"), { token })));
+  ui.next.addEventListener("click", () => act(prepare));
+
+  function disarmAbort() {
+    clearTimeout(abortTimer);
+    ui.abort.classList.remove("armed");
+    ui.abort.textContent = t("abort");
+  }
+
+  // two presses, not a dialog: a dialog blocks the page (and the live state) on a phone
+  ui.abort.addEventListener("click", () => {
+    if (!ui.abort.classList.contains("armed")) {
+      ui.abort.classList.add("armed");
+      ui.abort.textContent = t("abort_confirm");
+      abortTimer = setTimeout(disarmAbort, 4000);
+      return;
+    }
+    disarmAbort();
+    act(() => Y.api("POST", chPath("/match/abort"), { token, body: { reason: t("abort_reason") } }));
+  });
+
+  ui.csv.addEventListener("click", async () => {
+    try {
+      const res = await Y.api("GET", chPath("/match/log?format=csv"), { token, raw: true });
+      const url = URL.createObjectURL(await res.blob());
+      const a = Y.el("a", { href: url, download: `${ch}-match.csv` });
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 10000);
+    } catch (e) {
+      Y.showError(e);
+    }
+  });
+
+  // the hold durations tick while the hall waits
+  setInterval(() => {
+    const m = state && state.match;
+    if (m && m.holds.length) renderHolds(m);
+  }, 1000);
+
+  // ------------------------------------------------------------------ start
+  Y.initI18n();
+  Y.onLang(renderAll);
+  buildColourPicks();
+  loadSettings();
+  Y.showConnection(ui.conn, "connecting");
+  Y.poems().then((p) => {
+    poems = p;
+    render();
+  }).catch(Y.showError);
+  const tok = tokenFromUrl() || Y.load(TOKEN_KEY);
+  if (tok) tryToken(tok);
+  else askToken();
+})();

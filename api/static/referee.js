@@ -1,0 +1,282 @@
+/* The referee's phone: join with the PIN, then one big button that raises and lowers this
+   referee's hand (rule 10). What the button shows always comes from the server's state (is my
+   id among the holds?), never from a local guess: a press only marks it "sending" until the
+   state that confirms it arrives. */
+"use strict";
+
+(function () {
+  const { t } = Y;
+  const ch = decodeURIComponent(location.pathname.split("/").filter(Boolean)[1] || "main");
+  const KEY = `yomite.referee.${ch}`;
+  const NAME_KEY = "yomite.referee.lastName";
+  const CONFIRM_MS = 1500; // no confirming state by then: send the same move by REST
+
+  const $ = (id) => document.getElementById(id);
+  const ui = {
+    conn: $("conn"), join: $("join"), joinForm: $("join-form"), joinNote: $("join-note"),
+    pin: $("pin"), name: $("name"), joinButton: $("join-button"), live: $("live"),
+    status: $("status"), phase: $("phase"), detail: $("detail"), pausedNote: $("paused-note"),
+    hold: $("hold"), holdMain: $("hold-main"), holdSub: $("hold-sub"), others: $("others"),
+    me: $("me"), leave: $("leave"),
+  };
+
+  let me = Y.load(KEY); // {token, referee, name, channel}
+  let state = null;
+  let pending = null; // {want: true (raise) | false (lower), timer}
+  let prev = null; // {mine, paused, phase} of the last state shown
+  let lastPointer = 0;
+
+  const conn = new Y.Channel(ch, {
+    token: () => (me ? me.token : null),
+    onState,
+    onStatus: (s) => Y.showConnection(ui.conn, s),
+    onAuthLost: authLost,
+    onMessageError: (m) => {
+      clearPending();
+      render();
+      Y.showError(new Y.ApiError(0, m.error, m.detail, ""));
+    },
+  });
+  const countdown = new Y.Countdown(() => renderDetail());
+  Y.live = conn; // a handle for debugging from the browser's console
+
+  // ------------------------------------------------------------------ state
+  function match() {
+    return state && state.match;
+  }
+
+  function amHolding(s) {
+    const m = s && s.match;
+    return !!(m && me && m.holds.some((h) => h.referee === me.referee));
+  }
+
+  function onState(s) {
+    state = s;
+    const m = s.match;
+    const now = { mine: amHolding(s), paused: !!(m && m.paused), phase: m ? m.phase : null };
+    if (pending && now.mine === pending.want) clearPending();
+    if (prev) {
+      if (now.mine !== prev.mine) {
+        Y.vibrate(now.mine ? [150] : [60, 50, 60]);
+        Y.flash();
+        Y.announce(t(now.mine ? "announce_held" : "announce_released"), true);
+      } else if (now.paused !== prev.paused) {
+        Y.vibrate(now.paused ? [200, 80, 200] : [90]);
+        Y.flash();
+        Y.announce(t(now.paused ? "announce_paused" : "announce_resumed"), true);
+      } else if (now.phase !== prev.phase) {
+        Y.vibrate(40);
+        Y.flash(ui.status);
+      }
+    }
+    prev = now;
+    countdown.update(m);
+    render();
+  }
+
+  // ------------------------------------------------------------------ rendering
+  function render() {
+    const m = match();
+    ui.live.dataset.phase = m ? m.phase : "none";
+    ui.live.dataset.paused = m && m.paused ? "true" : "false";
+    if (!m) ui.phase.textContent = t("waiting_match");
+    else if (m.paused) ui.phase.textContent = m.resumes_at_s !== null ? t("resuming") : t("paused");
+    else ui.phase.textContent = Y.phaseText(m);
+    renderDetail();
+    renderButton(m);
+    const mine = amHolding(state);
+    const others = me ? Y.holdNames(m, me.referee) : [];
+    if (m && m.paused && others.length) {
+      ui.pausedNote.hidden = false;
+      ui.pausedNote.textContent = t("others_holding", { names: Y.joinNames(others) });
+    } else {
+      ui.pausedNote.hidden = true;
+    }
+    ui.others.textContent = mine && others.length ? t("waiting_others") : "";
+    ui.me.textContent = me ? t("you_are", { name: me.name }) : "";
+    ui.leave.disabled = mine;
+  }
+
+  function renderDetail() {
+    const m = match();
+    const secs = countdown.seconds();
+    let text = "";
+    if (secs !== null) text = t("seconds_left", { s: secs });
+    else if (m && m.phase === "finished") text = t("cards_done", { n: m.card });
+    else if (m && m.card && ["reading", "tiebreak", "closing"].includes(m.phase)) {
+      text = Y.cardText(m);
+      const seg = m.segment;
+      if (seg && seg.card && seg.verse) text += ` · ${t(`verse_${seg.verse}`)}`;
+    }
+    ui.detail.textContent = text;
+    ui.detail.dataset.countdown = secs === null ? "" : String(secs);
+  }
+
+  function renderButton(m) {
+    const mine = amHolding(state);
+    const usable = !!me && !!m && (mine || !["aborted", "finished"].includes(m.phase));
+    const b = ui.hold;
+    b.disabled = !usable && !pending;
+    let kind;
+    if (pending) {
+      kind = "pending";
+      ui.holdMain.textContent = t(pending.want ? "stop" : "resume");
+      ui.holdSub.textContent = t("sending");
+    } else if (mine) {
+      kind = "mine";
+      ui.holdMain.textContent = t("resume");
+      ui.holdSub.textContent = t("resume_sub");
+    } else {
+      kind = usable ? "ready" : "off";
+      ui.holdMain.textContent = t("stop");
+      ui.holdSub.textContent = !usable ? t("hold_disabled_sub")
+        : (m.paused ? t("stop_sub_paused") : t("stop_sub"));
+    }
+    b.dataset.state = kind;
+    b.setAttribute("aria-label", t(mine ? "hold_aria_resume" : "hold_aria_stop"));
+  }
+
+  // ------------------------------------------------------------------ the button
+  function press() {
+    if (!me || pending || ui.hold.disabled) return;
+    const want = !amHolding(state);
+    pending = { want, timer: setTimeout(() => viaRest(want), CONFIRM_MS) };
+    render();
+    // the open socket is the quickest way to the reader; REST when it is not open
+    if (!conn.send({ type: want ? "hold" : "release" })) {
+      clearTimeout(pending.timer);
+      viaRest(want);
+    }
+  }
+
+  async function viaRest(want) {
+    if (!me) return;
+    const path = `/api/channels/${encodeURIComponent(ch)}/holds/${encodeURIComponent(me.referee)}`;
+    try {
+      const s = await Y.api(want ? "PUT" : "DELETE", path,
+        { token: me.token, body: want ? { name: me.name } : undefined });
+      conn.accept(s);
+    } catch (e) {
+      if (e.status === 401) {
+        authLost();
+        return;
+      }
+      Y.showError(e);
+    } finally {
+      clearPending();
+      render();
+    }
+  }
+
+  function clearPending() {
+    if (pending) clearTimeout(pending.timer);
+    pending = null;
+  }
+
+  // a touch stops the reading on the finger's down, not on its release; the keyboard
+  // (Enter, Space) sends a click with detail 0
+  ui.hold.addEventListener("pointerdown", (e) => {
+    if (e.button !== 0) return;
+    lastPointer = performance.now();
+    press();
+  });
+  ui.hold.addEventListener("click", (e) => {
+    if (e.detail !== 0 && performance.now() - lastPointer < 1500) return;
+    press();
+  });
+
+  // ------------------------------------------------------------------ joining
+  function showJoin(note) {
+    ui.live.hidden = true;
+    ui.conn.hidden = true;
+    ui.join.hidden = false;
+    ui.joinNote.hidden = !note;
+    ui.joinNote.textContent = note || "";
+    const params = new URLSearchParams(location.search);
+    if (!ui.pin.value) ui.pin.value = (params.get("pin") || "").replace(/\D/g, "");
+    if (!ui.name.value) ui.name.value = Y.load(NAME_KEY, "") || "";
+    (ui.pin.value ? ui.name : ui.pin).focus();
+  }
+
+  function showLive() {
+    ui.join.hidden = true;
+    ui.conn.hidden = false;
+    ui.live.hidden = false;
+    render();
+  }
+
+  ui.joinForm.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const pin = ui.pin.value.trim();
+    const name = ui.name.value.trim();
+    if (!/^[0-9]{4,8}$/.test(pin)) {
+      ui.pin.setAttribute("aria-invalid", "true");
+      ui.pin.focus();
+      Y.showError(new Y.ApiError(0, "pin", t("pin_label") + ": 0-9 × 4–8", ""));
+      return;
+    }
+    ui.pin.removeAttribute("aria-invalid");
+    if (!name) {
+      ui.name.setAttribute("aria-invalid", "true");
+      ui.name.focus();
+      return;
+    }
+    ui.name.removeAttribute("aria-invalid");
+    ui.joinButton.disabled = true;
+    ui.joinButton.textContent = t("joining");
+    try {
+      const r = await Y.api("POST", `/api/channels/${encodeURIComponent(ch)}/referees`,
+        { body: { pin, name } });
+      me = { token: r.token, referee: r.referee, name: r.name, channel: r.channel };
+      Y.save(KEY, me);
+      Y.save(NAME_KEY, name);
+      history.replaceState(null, "", location.pathname); // the PIN need not stay on screen
+      prev = null;
+      showLive();
+      conn.start();
+    } catch (err) {
+      Y.showError(err);
+    } finally {
+      ui.joinButton.disabled = false;
+      ui.joinButton.textContent = t("join_button");
+    }
+  });
+
+  function authLost() {
+    conn.stop();
+    me = null;
+    state = null;
+    prev = null;
+    clearPending();
+    Y.save(KEY, null);
+    showJoin(t("rejoin_needed"));
+  }
+
+  ui.leave.addEventListener("click", () => {
+    if (amHolding(state)) return;
+    conn.stop();
+    me = null;
+    state = null;
+    prev = null;
+    Y.save(KEY, null);
+    showJoin();
+  });
+
+  // ------------------------------------------------------------------ start
+  Y.initI18n();
+  Y.onLang(() => {
+    render();
+    Y.showConnection(ui.conn, conn.status);
+    if (!ui.join.hidden) ui.joinButton.textContent = t("join_button");
+  });
+  $("channel-name").textContent = ch;
+  document.title = `yomite ${t("ref_title")} · ${ch}`;
+  Y.showConnection(ui.conn, "connecting");
+  Y.keepAwake();
+  if (me && me.token) {
+    showLive();
+    conn.start();
+  } else {
+    showJoin();
+  }
+})();
