@@ -21,6 +21,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from audio.errors import AudioError
 from reader.config import Config
 from reader.deck import SEED_MAX
 from reader.errors import BadDeck, ConfigError, IllegalMove, ReaderError
@@ -131,6 +132,12 @@ def create_app(
     async def _illegal(_r: Request, e: IllegalMove) -> JSONResponse:
         return JSONResponse(_body("illegal_move", str(e), "GET the channel to see its phase"), 409)
 
+    @app.exception_handler(AudioError)
+    async def _audio(_r: Request, e: AudioError) -> JSONResponse:
+        return JSONResponse(_body("audio_unavailable", str(e),
+                                  "check the speakers or the sound server, then resume again"),
+                            503)
+
     @app.exception_handler(ReaderError)
     async def _reader(_r: Request, e: ReaderError) -> JSONResponse:
         code = "bad_deck" if isinstance(e, BadDeck) else (
@@ -196,8 +203,10 @@ def create_app(
     async def health(request: Request) -> dict[str, Any]:
         h = hall_of(request)
         return {"status": "ok",
-                "channels": {n: {"output": s.audio, "audio": (s.runtime.state().get("audio")
-                                                              if s.runtime else None)}
+                "channels": {n: {"output": s.audio,
+                                 "audio": s.runtime.state().get("audio") if s.runtime else None,
+                                 "clients": len(s.hub.clients),
+                                 "dropped_clients": s.hub.dropped}
                              for n, s in h.channels.items()}}
 
     @app.get("/api/poems")
@@ -293,12 +302,14 @@ def create_app(
         ref = auth.referee(rid)
         name = (body.name if body and body.name else "") or (ref.name if ref else "") or (
             "operator" if rid == OPERATOR else rid)
-        return await engine_event(svc, p, Hold(rid, name))
+        await svc.hand(Hold(rid, name))
+        return view(svc, p)
 
     @app.delete("/api/channels/{ch}/holds/{referee}")
     async def lower_hold(svc: Ch, p: Who, referee: str) -> dict[str, Any]:
         rid = hold_target(svc, p, referee)
-        return await engine_event(svc, p, Release(rid))
+        await svc.hand(Release(rid))
+        return view(svc, p)
 
     @app.post("/api/channels/{ch}/referees")
     async def join(svc: Ch, body: JoinRequest, request: Request) -> dict[str, Any]:
@@ -407,9 +418,9 @@ def create_app(
             svc.hub.send_to(client, {"type": "error", "error": "forbidden",
                                      "detail": "only a referee of this channel may hold"})
             return
-        ev: Event = Hold(rid, p.name) if kind == "hold" else Release(rid)
+        ev: Hold | Release = Hold(rid, p.name) if kind == "hold" else Release(rid)
         try:
-            await submit(svc, ev)
+            await svc.hand(ev)
         except ReaderError as e:
             svc.hub.send_to(client, {"type": "error", "error": "illegal_move", "detail": str(e)})
 

@@ -3,6 +3,7 @@ its PIN, sharing one voice."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 import secrets
@@ -13,6 +14,7 @@ from typing import Any
 from audio.errors import AudioError
 from audio.sink import NullSink, Sink
 from reader.config import ChannelConfig, Config
+from reader.events import Hold, Release
 
 from .auth import Auth
 from .hub import Hub
@@ -59,15 +61,43 @@ def public_view(state: dict[str, Any]) -> dict[str, Any]:
 
 
 class ChannelService:
-    def __init__(self, name: str, hub: Hub, pin: str, auth: Auth) -> None:
+    def __init__(self, name: str, hub: Hub, pin: str, auth: Auth,
+                 debounce_s: float = 0.0) -> None:
         self.name = name
         self.hub = hub
         self.pin = pin
         self.auth = auth
+        self.debounce_s = debounce_s
         self.runtime: ChannelRuntime | None = None
+        self._last_change: dict[str, float] = {}
+        self._pending: dict[str, Hold | Release] = {}
         self.audio = ""
         self.seq = 0
         self._state: dict[str, Any] = {"channel": name, "audio": "", "match": None}
+
+    async def hand(self, event: Hold | Release) -> None:
+        """A referee's hand goes up or down. With a debounce, a change that follows the
+        previous one too closely (a bouncing thumb) waits for the end of the window and only
+        the last intent is applied: the match always ends up where the hand finally is."""
+        assert self.runtime is not None
+        ref = event.referee
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        wait = self._last_change.get(ref, -1e9) + self.debounce_s - now
+        if self.debounce_s <= 0 or (wait <= 0 and ref not in self._pending):
+            self._last_change[ref] = now
+            await self.runtime.submit(event)
+            return
+        first = ref not in self._pending
+        self._pending[ref] = event
+        if first:
+            loop.call_later(max(wait, 0.0), self._flush, ref)
+
+    def _flush(self, ref: str) -> None:
+        event = self._pending.pop(ref, None)
+        if event is not None and self.runtime is not None:
+            self._last_change[ref] = asyncio.get_running_loop().time()
+            self.runtime.post(event)
 
     def on_state(self, state: dict[str, Any]) -> None:
         self._state = state
@@ -124,7 +154,8 @@ class Hall:
         for ch in config.server.channels:
             pin = _pin(config.journal_dir / ch.name / "pin")
             self.channels[ch.name] = ChannelService(
-                ch.name, Hub(config.server.client_queue), pin, auth
+                ch.name, Hub(config.server.client_queue), pin, auth,
+                config.server.hold_debounce_ms / 1000.0,
             )
 
     async def start(self) -> None:

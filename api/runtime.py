@@ -20,6 +20,8 @@ from typing import Any, Protocol, assert_never
 
 import numpy as np
 
+from audio.device import DeviceSink
+from audio.errors import AudioError
 from audio.sink import DeviceFault, Sink, SinkEvent
 from reader.clip import Clip
 from reader.clock import Clock, OffsetClock
@@ -28,7 +30,7 @@ from reader.config import Config, MatchConfig, with_match_overrides
 from reader.deck import Deck
 from reader.engine import Engine
 from reader.errors import IllegalMove, JournalError, ReaderError
-from reader.events import AUDIO_FAULT, RECOVERED, Event, Hold, Tick, event_name
+from reader.events import AUDIO_FAULT, RECOVERED, ClearHolds, Event, Hold, Tick, event_name
 from reader.journal import JournalWriter, read_journal, repair, replay
 from reader.programme import Phase
 from reader.snapshot import Snapshot
@@ -165,6 +167,16 @@ class ChannelRuntime:
     async def run(self) -> None:
         while True:
             item, fut = await self._next()
+            if isinstance(item, ClearHolds) and isinstance(self.sink, DeviceSink) \
+                    and self.sink.faulted:
+                # the operator resumes after an audio fault: the output must come back first
+                try:
+                    await asyncio.to_thread(self.sink.reopen)
+                except AudioError as e:
+                    if fut is not None and not fut.done():
+                        fut.set_exception(e)
+                    continue
+                self._audio_status = "ok"
             try:
                 result = self._apply(item)
             except ReaderError as e:
