@@ -206,6 +206,8 @@ def create_app(
                 "channels": {n: {"output": s.audio,
                                  "audio": s.runtime.state().get("audio") if s.runtime else None,
                                  "clients": len(s.hub.clients),
+                                 "runtime": "running" if s.runtime and s.runtime.running
+                                 else "stopped",
                                  "dropped_clients": s.hub.dropped}
                              for n, s in h.channels.items()}}
 

@@ -164,6 +164,10 @@ class ChannelRuntime:
     def state(self) -> dict[str, Any]:
         return self._state
 
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
     async def run(self) -> None:
         while True:
             item, fut = await self._next()

@@ -330,6 +330,7 @@
   }
 
   function renderAll() {
+    if (ch) document.title = `yomite ${t("console_title")} · ${ch}`;
     render();
     countdown.update(state && state.match);
     Y.showConnection(ui.conn, conn ? conn.status : "connecting");

@@ -159,6 +159,7 @@
 
   Y.initI18n();
   Y.onLang(() => {
+    document.title = `yomite ${t("display_title")} · ${ch}`;
     render();
     Y.showConnection(ui.conn, conn.status);
   });

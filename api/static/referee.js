@@ -86,7 +86,7 @@
     renderButton(m);
     const mine = amHolding(state);
     const others = me ? Y.holdNames(m, me.referee) : [];
-    if (m && m.paused && others.length) {
+    if (others.length) {
       ui.pausedNote.hidden = false;
       ui.pausedNote.textContent = t("others_holding", { names: Y.joinNames(others) });
     } else {
@@ -265,6 +265,7 @@
   // ------------------------------------------------------------------ start
   Y.initI18n();
   Y.onLang(() => {
+    document.title = `yomite ${t("ref_title")} · ${ch}`;
     render();
     Y.showConnection(ui.conn, conn.status);
     if (!ui.join.hidden) ui.joinButton.textContent = t("join_button");
