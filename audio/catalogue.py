@@ -1,0 +1,175 @@
+"""What the `yomite voices list|render|import` commands need: which voices this machine has,
+rendering a set of clips with figures, and copying a recorded pack into yomite's own layout."""
+
+import re
+import shutil
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from reader.clip import Clip
+from reader.config import VoiceConfig, VoiceEngine
+
+from .codec import decode, encode
+from .errors import PackError, VoiceError
+from .pack import MANIFEST, describe_missing, read_pack
+from .voice import Progress, RenderedVoice
+
+VoiceInfo = dict[str, str | bool]
+
+
+def list_voices(voice_cfg: VoiceConfig | None = None) -> list[VoiceInfo]:
+    """One entry per engine: `engine`, `available`, `detail` (what was found or what is
+    missing), and `selected` when a config is given. Loads each engine once to find out."""
+    entries: list[VoiceInfo] = [_openjtalk_info(), _pyttsx3_info(), _pack_info(voice_cfg), {
+        "engine": VoiceEngine.ESTIMATE.value,
+        "available": True,
+        "detail": "silence as long as the estimated speech, for dry runs",
+    }]
+    if voice_cfg is not None:
+        for e in entries:
+            e["selected"] = e["engine"] == voice_cfg.engine.value
+    return entries
+
+
+def _openjtalk_info() -> VoiceInfo:
+    try:
+        from .openjtalk import OpenJTalkVoice
+
+        params = OpenJTalkVoice().params
+    except (ImportError, OSError, RuntimeError) as e:
+        return {"engine": "openjtalk", "available": False, "detail": f"cannot load: {e}"}
+    return {
+        "engine": "openjtalk",
+        "available": True,
+        "detail": f"pyopenjtalk-plus {params['version']}, HTS voice {params['hts_voice']}",
+    }
+
+
+def _pyttsx3_info() -> VoiceInfo:
+    try:
+        from .espeak import Pyttsx3Voice
+
+        voice = Pyttsx3Voice()
+        found = voice.voice_id
+    except (ImportError, VoiceError) as e:
+        return {"engine": "pyttsx3", "available": False, "detail": str(e)}
+    return {
+        "engine": "pyttsx3",
+        "available": True,
+        "detail": f"{voice.params['synth']}, Japanese voice {found}",
+    }
+
+
+def _pack_info(voice_cfg: VoiceConfig | None) -> VoiceInfo:
+    if voice_cfg is None or voice_cfg.pack is None:
+        return {
+            "engine": "pack",
+            "available": False,
+            "detail": "set voice.pack to a folder of recordings (Wasuramoti, Shuffle100 or "
+            f"{MANIFEST} layout)",
+        }
+    try:
+        pack = read_pack(voice_cfg.pack)
+    except PackError as e:
+        return {"engine": "pack", "available": False, "detail": str(e)}
+    missing = pack.missing()
+    detail = f"{pack.name}: {pack.layout} layout, {len(pack.files)} files in {pack.folder}"
+    if missing:
+        how = "Open JTalk reads them" if voice_cfg.pack_fallback else "set voice.pack_fallback"
+        detail += f"; lacks {describe_missing(missing)} ({how})"
+    return {
+        "engine": "pack",
+        "available": not missing or voice_cfg.pack_fallback,
+        "detail": detail,
+    }
+
+
+@dataclass(frozen=True)
+class RenderFigures:
+    """Timings of one `render_all` run. `rtf` is wall time over audio time (lower is faster)."""
+
+    clips: int
+    audio_s: float
+    wall_s: float
+    rendered: int  # clips the voice had to synthesise (the rest came from a cache)
+    per_clip_s: tuple[float, ...] = field(repr=False)
+
+    @property
+    def rtf(self) -> float:
+        return self.wall_s / self.audio_s if self.audio_s else 0.0
+
+    @property
+    def median_s(self) -> float:
+        return float(np.median(self.per_clip_s)) if self.per_clip_s else 0.0
+
+    @property
+    def p99_s(self) -> float:
+        return float(np.percentile(self.per_clip_s, 99)) if self.per_clip_s else 0.0
+
+
+def render_all(
+    voice: RenderedVoice, clips: Iterable[Clip], progress: Progress | None = None
+) -> RenderFigures:
+    """Render (or fetch from the cache) every clip in order, timing each."""
+    todo = list(clips)
+    before = voice.stats.renders
+    per_clip: list[float] = []
+    frames = 0
+    start = time.perf_counter()
+    for i, clip in enumerate(todo):
+        t0 = time.perf_counter()
+        frames += int(voice.pcm(clip).size)
+        per_clip.append(time.perf_counter() - t0)
+        if progress is not None:
+            progress(i + 1, len(todo), clip)
+    return RenderFigures(
+        clips=len(todo),
+        audio_s=frames / voice.rate,
+        wall_s=time.perf_counter() - start,
+        rendered=voice.stats.renders - before,
+        per_clip_s=tuple(per_clip),
+    )
+
+
+def import_pack(
+    src: Path,
+    dst_root: Path,
+    fmt: str = "flac",
+    rate: int = 48000,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> Path:
+    """Copy the pack in `src` (any layout) to `dst_root/<pack name>/` in the manifest layout,
+    transcoded to `fmt` at `rate`; returns the new folder. An existing folder is not touched."""
+    pack = read_pack(src)
+    out = dst_root / (re.sub(r"[^\w.-]+", "_", pack.name).strip("._") or "pack")
+    if out.exists():
+        raise PackError(f"{out} already exists: remove it or import under another name")
+    # build beside the target and rename at the end, so a failed import leaves nothing behind
+    partial = out.with_name(out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    files: dict[str, str] = {}
+    try:
+        for i, (slot, path) in enumerate(sorted(pack.files.items())):
+            x = decode(path, rate)
+            top = float(np.max(np.abs(x))) if x.size else 0.0
+            if top > 1.0:  # resampling a full-scale recording can overshoot a little
+                x = x / np.float32(top)
+            name = f"{slot.replace('/', '-')}.{fmt}"
+            encode(x, rate, partial / name, fmt)
+            files[slot] = name
+            if progress is not None:
+                progress(i + 1, len(pack.files), slot)
+        manifest = {"name": pack.name, "files": files}
+        (partial / MANIFEST).write_text(
+            yaml.safe_dump(manifest, allow_unicode=True, sort_keys=True), "utf-8"
+        )
+        partial.rename(out)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return out

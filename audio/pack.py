@@ -1,0 +1,345 @@
+"""Recorded voice packs: a folder of one file per verse, read by a human reader.
+
+Three layouts are recognised, the first that fits:
+
+- **manifest**: a `yomite-pack.yaml` in the folder maps slots to files (any other file is
+  ignored)::
+
+      name: Reader A            # optional, shown in lists and used for the cache folder
+      files:
+        "001/kami": 001-1.flac  # poem 1, upper verse
+        "001/shimo": 001-2.flac
+        "000/kami": joka-1.flac # 000 is the jokā (prelude)
+        "call/end_call": thanks.flac
+
+- **Wasuramoti**: `<reader>_<NNN>_<1|2>.<ext>`, NNN 001..100 and 000 for the jokā, 1 the upper
+  and 2 the lower verse (`inaba_001_1.ogg`).
+- **Shuffle100**: `<NNN>a.<ext>` / `<NNN>b.<ext>` for upper and lower verse; the jokā is
+  `000a`/`000b` or `joka_a`/`joka_b`.
+
+Files may be in any format ffmpeg decodes (wav, flac, ogg, mp3, m4a...). Packs hold poems, not
+calls: a call (the memorisation call, the prelude intro, the end call) comes from the fallback
+voice unless the manifest maps it as `call/<name>`. A pack that lacks verses is refused, with
+the list of what it lacks, unless `fallback_for_missing` lets the fallback voice read those.
+"""
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from reader.clip import Clip, ClipKind, Verse
+
+from .codec import DECODABLE, decode
+from .errors import CodecError, PackError, VoiceError
+from .pcm import Pcm
+from .voice import Param, Voice, mastered
+
+MANIFEST: Final = "yomite-pack.yaml"
+POEMS: Final = range(0, 101)  # 0 is the jokā
+
+_EXT = r"\.(?P<ext>[A-Za-z0-9]+)"
+_WASURAMOTI = re.compile(rf"(?P<reader>.+)_(?P<no>\d{{3}})_(?P<half>[12]){_EXT}")
+_SHUFFLE100 = re.compile(rf"(?P<no>\d{{3}})(?P<half>[ab]){_EXT}", re.IGNORECASE)
+_SHUFFLE100_JOKA = re.compile(rf"joka[_-]?(?P<half>[ab]){_EXT}", re.IGNORECASE)
+_SLOT = re.compile(r"(?P<no>\d{3})/(?P<verse>kami|shimo)|call/(?P<call>[a-z][a-z0-9_]*)")
+_HALF: Final = {"1": Verse.KAMI, "2": Verse.SHIMO, "a": Verse.KAMI, "b": Verse.SHIMO}
+
+
+class PackLayout(StrEnum):
+    MANIFEST = "manifest"
+    WASURAMOTI = "wasuramoti"
+    SHUFFLE100 = "shuffle100"
+
+
+def verse_slot(poem: int, verse: Verse) -> str:
+    return f"{poem:03d}/{verse.value}"
+
+
+def call_slot(name: str) -> str:
+    return f"call/{name}"
+
+
+def clip_slot(clip: Clip) -> str:
+    if clip.kind is ClipKind.CALL:
+        return call_slot(clip.name)
+    if clip.poem is None or clip.verse is None:
+        raise VoiceError(f"clip {clip.key} names no poem and verse: a pack cannot say it")
+    return verse_slot(clip.poem, clip.verse)
+
+
+@dataclass(frozen=True)
+class Pack:
+    """A pack folder as read from disk: which file says which slot."""
+
+    folder: Path
+    layout: PackLayout
+    name: str
+    files: Mapping[str, Path]
+
+    def missing(self) -> list[tuple[int, Verse]]:
+        return [(n, v) for n in POEMS for v in Verse if verse_slot(n, v) not in self.files]
+
+    def fingerprint(self) -> str:
+        """Changes when any file is added, removed, replaced or touched."""
+        h = hashlib.sha256()
+        for slot in sorted(self.files):
+            st = self.files[slot].stat()
+            h.update(f"{slot}\0{self.files[slot].name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        return h.hexdigest()
+
+
+def describe_missing(missing: Iterable[tuple[int, Verse]]) -> str:
+    """`[(12, kami), (57, shimo), (60, kami), (60, shimo), (61, kami), (61, shimo)]` as
+    "12 kami, 57 shimo, 60-61 kami and shimo"; poem 0 is written "000 (jokā)"."""
+    by_poem: dict[int, set[Verse]] = {}
+    for no, verse in missing:
+        by_poem.setdefault(no, set()).add(verse)
+    parts: list[str] = []
+    run: list[int] = []
+
+    def label(no: int) -> str:
+        return "000 (jokā)" if no == 0 else str(no)
+
+    def flush() -> None:
+        if run:
+            span = label(run[0]) if len(run) == 1 else f"{label(run[0])}-{label(run[-1])}"
+            parts.append(f"{span} kami and shimo")
+            run.clear()
+
+    for no in sorted(by_poem):
+        if len(by_poem[no]) == len(Verse):
+            if run and run[-1] != no - 1:
+                flush()
+            run.append(no)
+            continue
+        flush()
+        parts.append(f"{label(no)} {next(iter(by_poem[no])).value}")
+    flush()
+    return ", ".join(parts)
+
+
+def read_pack(folder: Path) -> Pack:
+    """Detect the pack's layout and index its files; PackError if it is not a usable pack."""
+    if not folder.is_dir():
+        raise PackError(f"voice pack {folder}: no such folder")
+    manifest = folder / MANIFEST
+    if manifest.exists():
+        return _read_manifest(folder, manifest)
+    audio = sorted(
+        p for p in folder.iterdir()
+        if p.is_file() and p.suffix[1:].lower() in DECODABLE
+    )
+    wasuramoti = [(p, m) for p in audio if (m := _WASURAMOTI.fullmatch(p.name))]
+    shuffle = [
+        (p, m) for p in audio
+        if (m := _SHUFFLE100.fullmatch(p.name) or _SHUFFLE100_JOKA.fullmatch(p.name))
+    ]
+    if wasuramoti and shuffle:
+        raise PackError(
+            f"voice pack {folder} mixes Wasuramoti files ({wasuramoti[0][0].name}) and Shuffle100 "
+            f"files ({shuffle[0][0].name}): keep one layout per folder, or add {MANIFEST}"
+        )
+    if wasuramoti:
+        readers = sorted({m["reader"] for _, m in wasuramoti})
+        if len(readers) > 1:
+            raise PackError(
+                f"voice pack {folder} holds Wasuramoti files of several readers "
+                f"({', '.join(readers)}): put each reader in its own folder"
+            )
+        files = _index(folder, [(p, int(m["no"]), _HALF[m["half"]]) for p, m in wasuramoti])
+        return Pack(folder, PackLayout.WASURAMOTI, readers[0], files)
+    if shuffle:
+        entries = [
+            (p, int(m.groupdict().get("no") or 0), _HALF[m["half"].lower()]) for p, m in shuffle
+        ]
+        return Pack(folder, PackLayout.SHUFFLE100, folder.name, _index(folder, entries))
+    raise PackError(
+        f"voice pack {folder} holds no recordings yomite recognises: expected "
+        f"<reader>_001_1.ogg (Wasuramoti), 001a.m4a (Shuffle100) or a {MANIFEST} manifest"
+    )
+
+
+def _index(folder: Path, entries: list[tuple[Path, int, Verse]]) -> dict[str, Path]:
+    files: dict[str, Path] = {}
+    for path, no, verse in entries:
+        if no not in POEMS:
+            raise PackError(
+                f"voice pack {folder}: {path.name} is for poem {no}; poems are 001-100 "
+                "and 000 is the jokā"
+            )
+        slot = verse_slot(no, verse)
+        if slot in files:
+            raise PackError(
+                f"voice pack {folder}: {files[slot].name} and {path.name} both record poem "
+                f"{no} {verse.value}; keep one"
+            )
+        files[slot] = path
+    return files
+
+
+def _read_manifest(folder: Path, manifest: Path) -> Pack:
+    try:
+        data: Any = yaml.safe_load(manifest.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise PackError(f"{manifest}: cannot read ({e})") from None
+    except yaml.YAMLError as e:
+        raise PackError(f"{manifest}: not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise PackError(f"{manifest}: the top level must be a mapping with a 'files' key")
+    unknown = sorted(str(k) for k in data if k not in ("name", "files"))
+    if unknown:
+        raise PackError(f"{manifest}: {unknown[0]}: unknown key; allowed keys: name, files")
+    name = data.get("name", folder.name)
+    if not isinstance(name, str) or not name.strip():
+        raise PackError(f"{manifest}: name: expected a non-empty string, got {name!r}")
+    entries = data.get("files")
+    if not isinstance(entries, dict) or not entries:
+        raise PackError(
+            f"{manifest}: files: expected a mapping of slots to files "
+            f"(\"001/kami\": 001-1.flac), got {entries!r}"
+        )
+    files: dict[str, Path] = {}
+    for slot, file in entries.items():
+        where = f"{manifest}: files.{slot}"
+        m = _SLOT.fullmatch(str(slot))
+        if m is None:
+            raise PackError(
+                f"{where}: unknown slot; use \"NNN/kami\" or \"NNN/shimo\" (NNN 000-100, "
+                "000 the jokā) or \"call/<name>\" (memorise_call, prelude_intro, end_call)"
+            )
+        if m["no"] is not None and int(m["no"]) not in POEMS:
+            raise PackError(f"{where}: poem {int(m['no'])} is outside 000-100")
+        if not isinstance(file, str) or not file.strip():
+            raise PackError(f"{where}: expected a file name, got {file!r}")
+        path = folder / file
+        if path.suffix[1:].lower() not in DECODABLE:
+            raise PackError(
+                f"{where}: {file!r} is not an audio format yomite decodes "
+                f"({', '.join(sorted(DECODABLE))})"
+            )
+        if not path.is_file():
+            raise PackError(f"{where}: no such file {file!r} in {folder}")
+        files[str(slot)] = path
+    return Pack(folder, PackLayout.MANIFEST, name.strip(), files)
+
+
+class PackVoice:
+    """A recorded pack as a `Voice`: decodes the slot's file, trims and normalises it.
+
+    `fallback` (Open JTalk in `make_voice`) says the calls the pack does not record, and the
+    verses it lacks when `fallback_for_missing` is true; it must render at the same rate.
+    Construction fails with PackError, listing what is missing, if the pack lacks verses and
+    may not fall back; with `strict=False` (for inspecting a pack) it succeeds, and rendering a
+    missing verse raises instead.
+    """
+
+    def __init__(
+        self,
+        folder: Path,
+        rate: int,
+        loudness_lufs: float = -20.0,
+        *,
+        fallback: Voice | None = None,
+        fallback_for_missing: bool = False,
+        strict: bool = True,
+    ) -> None:
+        self.pack = read_pack(folder)
+        self._rate = rate
+        self.loudness_lufs = loudness_lufs
+        self.fallback = fallback
+        self.fallback_for_missing = fallback_for_missing
+        self.missing = self.pack.missing()
+        if fallback is not None and fallback.rate != rate:
+            raise VoiceError(
+                f"the fallback voice {fallback.name} renders at {fallback.rate} Hz, "
+                f"the pack at {rate} Hz"
+            )
+        if strict and self.missing and not self._falls_back:
+            raise PackError(self._lacks())
+        self._params: dict[str, Param] = {
+            "engine": "pack",
+            "folder": str(folder.resolve()),
+            "layout": self.pack.layout.value,
+            "files": self.pack.fingerprint(),
+            "rate": rate,
+            "loudness_lufs": loudness_lufs,
+            "fallback": None if fallback is None else json.dumps(
+                dict(fallback.params), sort_keys=True, ensure_ascii=False
+            ),
+            "fallback_for_missing": fallback_for_missing,
+        }
+
+    @property
+    def name(self) -> str:
+        return f"pack-{self.pack.name}"
+
+    @property
+    def _falls_back(self) -> bool:
+        return self.fallback_for_missing and self.fallback is not None
+
+    def _lacks(self, missing: list[tuple[int, Verse]] | None = None) -> str:
+        hint = (
+            "set voice.pack_fallback: true to read them with Open JTalk"
+            if self.fallback is not None else "give a fallback voice to read them"
+        )
+        return (
+            f"pack {self.pack.name} ({self.pack.folder}, {self.pack.layout} layout) lacks poems "
+            f"{describe_missing(self.missing if missing is None else missing)}; "
+            f"add the recordings or {hint}"
+        )
+
+    def describe(self) -> str:
+        """A few lines for people: what the pack holds, what it lacks, where calls come from."""
+        p = self.pack
+        lines = [f"pack {p.name}: {p.layout} layout, {len(p.files)} recordings in {p.folder}"]
+        if not self.missing:
+            lines.append("  complete: poems 1-100 and the jokā, upper and lower verses")
+        else:
+            who = f", read by {self.fallback.name}" if self._falls_back and self.fallback else ""
+            lacks = describe_missing(self.missing)
+            lines.append(f"  lacks {len(self.missing)} verses: {lacks}{who}")
+        calls = sorted(s.removeprefix("call/") for s in p.files if s.startswith("call/"))
+        # make_voice always gives Open JTalk as the fallback; a bare PackVoice may have none
+        source = self.fallback.name if self.fallback is not None else "the fallback voice"
+        lines.append(
+            f"  calls: {', '.join(calls)} recorded; others from {source}" if calls
+            else f"  calls: none recorded; they come from {source}"
+        )
+        return "\n".join(lines)
+
+    @property
+    def rate(self) -> int:
+        return self._rate
+
+    @property
+    def params(self) -> Mapping[str, Param]:
+        return self._params
+
+    def render(self, clip: Clip) -> Pcm:
+        slot = clip_slot(clip)
+        path = self.pack.files.get(slot)
+        if path is not None:
+            try:
+                x = decode(path, self._rate)
+            except CodecError as e:
+                raise PackError(f"pack {self.pack.name}, {slot}: {e}") from None
+            return mastered(x, self._rate, self.loudness_lufs, self.name, clip)
+        if clip.kind is ClipKind.CALL:
+            if self.fallback is None:
+                raise PackError(
+                    f"pack {self.pack.name} records no call {clip.name!r} and has no fallback "
+                    f"voice: map \"{slot}\" in {MANIFEST}"
+                )
+            return self.fallback.render(clip)
+        if self._falls_back and self.fallback is not None:
+            return self.fallback.render(clip)
+        if clip.poem is not None and clip.poem in POEMS and clip.verse is not None:
+            raise PackError(self._lacks([(clip.poem, clip.verse)]))
+        raise PackError(f"pack {self.pack.name} has no recording for {slot} ({clip.key})")

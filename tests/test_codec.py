@@ -1,0 +1,102 @@
+import ast
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from audio.codec import decode, encode, read_wav, write_wav
+from audio.errors import CodecError
+from audio.pcm import loudness_lufs
+
+from .voice_fakes import tone
+
+AUDIO = Path(__file__).resolve().parent.parent / "audio"
+
+
+def test_only_codec_imports_pydub() -> None:
+    importers = []
+    for path in sorted(AUDIO.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            names = (
+                [a.name for a in node.names] if isinstance(node, ast.Import)
+                else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            )
+            if any(n == "pydub" or n.startswith("pydub.") for n in names):
+                importers.append(path.name)
+    assert sorted(set(importers)) == ["codec.py"]
+
+
+def test_wav_round_trip_without_pydub(tmp_path: Path) -> None:
+    x = tone(0.25, 22050)
+    y, rate = read_wav(write_wav(tmp_path / "t.wav", x, 22050))
+    assert rate == 22050
+    np.testing.assert_allclose(y, x, atol=1.5 / 32768)
+
+
+@pytest.mark.parametrize("fmt", ["wav", "flac"])
+def test_lossless_formats_round_trip(tmp_path: Path, fmt: str) -> None:
+    x = tone(0.5, 48000)
+    y = decode(encode(x, 48000, tmp_path / f"t.{fmt}", fmt), 48000)
+    assert y.dtype == np.float32 and y.size == x.size
+    np.testing.assert_allclose(y, x, atol=1.5 / 32768)
+
+
+@pytest.mark.parametrize("fmt", ["mp3", "ogg"])
+def test_lossy_formats_keep_length_and_loudness(tmp_path: Path, fmt: str) -> None:
+    x = tone(1.0, 48000)
+    y = decode(encode(x, 48000, tmp_path / f"t.{fmt}", fmt), 48000)
+    assert abs(y.size - x.size) < 0.1 * 48000  # encoder padding only
+    assert loudness_lufs(y, 48000) == pytest.approx(loudness_lufs(x, 48000), abs=0.5)
+
+
+def test_int16_input_is_written_as_is(tmp_path: Path) -> None:
+    x = (tone(0.1, 16000) * 32767).astype(np.int16)
+    y = decode(encode(x, 16000, tmp_path / "t.wav", "wav"), 16000)
+    np.testing.assert_array_equal(np.round(y * 32768).astype(np.int16), x)
+
+
+def test_decode_resamples_and_mixes_down(tmp_path: Path) -> None:
+    left, right = tone(0.5, 44100, amp=0.4), np.zeros(22050, dtype=np.float32)
+    path = tmp_path / "stereo.wav"
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(2)
+        w.setsampwidth(2)
+        w.setframerate(44100)
+        frames = np.stack([left, right], axis=1).ravel()
+        w.writeframes((frames * 32767).astype("<i2").tobytes())
+    y = decode(path, 48000)
+    assert y.size == round(22050 * 48000 / 44100)
+    assert np.max(np.abs(y)) == pytest.approx(0.2, abs=0.01)  # the mean of the two channels
+
+
+def test_encode_refuses_to_clip_or_guess(tmp_path: Path) -> None:
+    with pytest.raises(CodecError, match=r"loud\.wav: PCM peaks at 1\.500"):
+        encode(np.array([0.0, 1.5], dtype=np.float32), 16000, tmp_path / "loud.wav", "wav")
+    with pytest.raises(CodecError, match=r"t\.aiff: cannot encode 'aiff'"):
+        encode(tone(0.1, 16000), 16000, tmp_path / "t.aiff", "aiff")
+
+
+def test_decode_errors_name_the_file(tmp_path: Path) -> None:
+    with pytest.raises(CodecError, match=r"nothere\.ogg: no such file"):
+        decode(tmp_path / "nothere.ogg", 48000)
+    junk = tmp_path / "junk.mp3"
+    junk.write_bytes(b"this is not audio" * 100)
+    with pytest.raises(CodecError, match=r"junk\.mp3: cannot decode"):
+        decode(junk, 48000)
+    with pytest.raises(CodecError, match=r"junk\.mp3: not a readable WAV"):
+        read_wav(junk)
+
+
+def test_24_bit_wav_decodes_at_full_precision(tmp_path: Path) -> None:
+    # studio recordings for packs are often 24-bit
+    x = tone(0.1, 48000, amp=0.5).astype(np.float64)
+    v = np.round(x * (2**23 - 1)).astype(np.int32)
+    raw = np.stack([v & 255, (v >> 8) & 255, (v >> 16) & 255], axis=1).astype(np.uint8)
+    path = tmp_path / "t24.wav"
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(3)
+        w.setframerate(48000)
+        w.writeframes(raw.tobytes())
+    np.testing.assert_allclose(decode(path, 48000), x, atol=1e-6)

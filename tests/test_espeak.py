@@ -1,0 +1,146 @@
+"""pyttsx3 with espeak-ng's Japanese voice reads every verse of the hundred poems (the real
+engine, rendered once per session), and the adapter's rules hold with a fake engine."""
+
+import math
+import threading
+
+import numpy as np
+import pytest
+
+from audio.errors import VoiceError
+from audio.espeak import BASE_WPM, Pyttsx3Voice, japanese_voice_id
+from audio.pcm import Pcm, loudness_lufs, peak
+from reader.clip import Verse
+from reader.config import MatchConfig, VoiceConfig
+from reader.poems import all_poems
+from reader.programme import verse_clip
+
+from .voice_fakes import FakeTtsEngine, FakeVoiceInfo, verse
+
+RATE = 48000
+CFG = VoiceConfig()
+CEILING = 10 ** (-1 / 20)
+THRESHOLD = 10 ** (-45 / 20)
+EDGE = RATE // 100
+
+VERSES = [verse_clip(p.no, v) for p in all_poems() for v in Verse]
+
+
+def default_voice() -> Pyttsx3Voice:
+    return Pyttsx3Voice(RATE, CFG.speed, CFG.pitch, CFG.phrase_pause_s, CFG.loudness_lufs)
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[str, Pcm]:
+    voice = default_voice()
+    return {c.key: voice.render(c) for c in VERSES}
+
+
+def test_the_japanese_espeak_voice_is_used() -> None:
+    assert default_voice().voice_id == "jpx/ja"
+
+
+def test_all_two_hundred_verses_are_audible_trimmed_and_normalised(
+    rendered: dict[str, Pcm],
+) -> None:
+    problems = []
+    for key, x in rendered.items():
+        lufs = loudness_lufs(x, RATE)
+        top = peak(x)
+        if x.dtype != np.float32 or x.ndim != 1 or x.size < RATE // 2:
+            problems.append(f"{key}: {x.dtype} {x.shape}")
+        elif not math.isfinite(lufs) or abs(lufs - CFG.loudness_lufs) > 1.0:
+            problems.append(f"{key}: {lufs:.2f} LUFS")
+        elif top > CEILING:
+            problems.append(f"{key}: peak {top:.4f}")
+        elif np.max(np.abs(x[:EDGE])) < top * THRESHOLD or np.max(np.abs(x[-EDGE:])) < (
+            top * THRESHOLD
+        ):
+            problems.append(f"{key}: silent first or last 10 ms (not trimmed)")
+    assert len(rendered) == 200 and problems == []
+
+
+def test_same_speed_gives_about_open_jtalks_pace(rendered: dict[str, Pcm]) -> None:
+    # BASE_WPM is calibrated so that `speed` means the same pace for both engines
+    gaps = MatchConfig().gaps
+    per_poem = [
+        (rendered[verse_clip(p.no, Verse.KAMI).key].size
+         + rendered[verse_clip(p.no, Verse.SHIMO).key].size) / RATE
+        + gaps.between_verses_s + gaps.between_cards_s
+        for p in all_poems()
+    ]
+    assert 6.6 <= float(np.mean(per_poem)) <= 7.5
+
+
+def test_speed_maps_to_words_per_minute_within_espeaks_range() -> None:
+    assert Pyttsx3Voice(speed=1.0).wpm == BASE_WPM
+    assert Pyttsx3Voice(speed=0.25).wpm == 80
+    assert Pyttsx3Voice(speed=3.0).wpm == 450
+    assert Pyttsx3Voice(pitch=12).espeak_pitch == 100 and Pyttsx3Voice(pitch=-12).espeak_pitch == 0
+
+
+def test_render_writes_a_file_never_says_and_prints_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    fake = FakeTtsEngine([FakeVoiceInfo("gmw/en", "English", ["en"]),
+                          FakeVoiceInfo("jpx/ja", "Japanese", ["ja"])])
+    voice = Pyttsx3Voice(RATE, engine_factory=lambda: fake)
+    x = voice.render(verse(1, yomi="あき のた"))
+    assert "say" not in fake.calls
+    assert fake.calls == ["save_to_file", "runAndWait"] * 2  # one file per phrase
+    assert fake.properties["voice"] == "jpx/ja" and fake.properties["rate"] == BASE_WPM
+    assert loudness_lufs(x, RATE) == pytest.approx(CFG.loudness_lufs, abs=0.5)
+    # two 0.2 s tones (22050 Hz resampled), one phrase pause, trimmed to a few ms margin
+    assert x.size / RATE == pytest.approx(0.4 + 0.15, abs=0.03)
+    assert capsys.readouterr().out == ""
+
+
+def test_no_japanese_voice_names_what_there_is() -> None:
+    fake = FakeTtsEngine([FakeVoiceInfo("gmw/en", "English", ["en"]),
+                          FakeVoiceInfo("roa/fr", "French", ["fr"])])
+    voice = Pyttsx3Voice(RATE, engine_factory=lambda: fake)
+    with pytest.raises(VoiceError, match=r"no Japanese voice; it has 2: gmw/en, roa/fr"):
+        voice.render(verse(1))
+
+
+def test_japanese_voice_is_found_by_language_id_or_name() -> None:
+    assert japanese_voice_id([FakeVoiceInfo("x", "X", ["en"]),
+                              FakeVoiceInfo("y", "Y", ["ja-JP"])]) == "y"
+    assert japanese_voice_id([FakeVoiceInfo("TTS_MS_JA-JP_HARUKA_11.0", "Haruka", [])]) == (
+        "TTS_MS_JA-JP_HARUKA_11.0")  # Windows SAPI5
+    assert japanese_voice_id([FakeVoiceInfo("com.apple.voice.compact.ja-JP.Kyoko", "Kyoko",
+                                            [])]) == "com.apple.voice.compact.ja-JP.Kyoko"
+    assert japanese_voice_id([FakeVoiceInfo("gmw/en-jamaica", "Jamaican", ["en"])]) is None
+    assert japanese_voice_id([FakeVoiceInfo("z", "Japanese", [])]) == "z"
+    assert japanese_voice_id([FakeVoiceInfo("mb/ja", "m", [])]) == "mb/ja"
+    assert japanese_voice_id([]) is None
+
+
+def test_threads_share_the_engine_safely(rendered: dict[str, Pcm]) -> None:
+    voices = [default_voice(), default_voice()]  # two voices, one espeak-ng in the process
+    clips = VERSES[:6]
+    out: dict[tuple[int, str], Pcm] = {}
+
+    def work(i: int) -> None:
+        for c in clips:
+            out[(i, c.key)] = voices[i].render(c)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # espeak-ng's output varies by a few milliseconds from one utterance to the next, so
+    # compare lengths and loudness envelopes, not samples. A phrase of one thread landing in the
+    # other's file would show up as a wrong length and an unrelated envelope.
+    assert len(out) == 12
+    for (_, key), x in out.items():
+        ref = rendered[key]
+        assert x.size == pytest.approx(ref.size, rel=0.03), key
+        assert np.corrcoef(*envelopes(x, ref))[0, 1] > 0.9, key
+
+
+def envelopes(a: Pcm, b: Pcm, frame: int = RATE // 50) -> tuple[np.ndarray, np.ndarray]:
+    n = min(a.size, b.size) // frame * frame
+    return (np.sqrt(np.mean(a[:n].reshape(-1, frame) ** 2, axis=1)),
+            np.sqrt(np.mean(b[:n].reshape(-1, frame) ** 2, axis=1)))
