@@ -48,6 +48,10 @@ class Client:
             log.info("client writer ended: %s", e)
 
 
+def _dumps(message: dict[str, Any]) -> str:
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+
+
 class Hub:
     """The clients of one channel."""
 
@@ -77,8 +81,8 @@ class Hub:
 
     def publish(self, operator_view: dict[str, Any], public_view: dict[str, Any]) -> None:
         texts = {
-            True: json.dumps({"type": "state", **operator_view}, ensure_ascii=False),
-            False: json.dumps({"type": "state", **public_view}, ensure_ascii=False),
+            True: _dumps({"type": "state", **operator_view}),
+            False: _dumps({"type": "state", **public_view}),
         }
         for c in list(self.clients):
             try:
@@ -88,7 +92,7 @@ class Hub:
 
     def send_to(self, c: Client, message: dict[str, Any]) -> None:
         try:
-            c.queue.put_nowait(json.dumps(message, ensure_ascii=False))
+            c.queue.put_nowait(_dumps(message))
         except asyncio.QueueFull:
             self._drop(c, "too slow: the state queue is full")
 

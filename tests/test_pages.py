@@ -1,0 +1,424 @@
+"""The hall's three pages in headless Chromium, against a real `yomite serve` playing into the
+PulseAudio null sink of the audio harness (`make test` starts it).
+
+The operator's console starts a match; a referee's phone joins with the PIN and presses 止める
+during a card; the recorded monitor goes silent; the console shows the referee's hand; lowering
+it resumes the reading (and the sound); the projector never shows a poem before its card's
+lower verse has been read. The screenshots in docs/screenshots/ (shown by the README) are taken
+here, at phone (360x740) and desktop (1280x800) sizes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import numpy as np
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+
+from .audio_capture import THRESHOLD, Capture, Recorder
+from .serverproc import Server
+
+pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.audio]
+
+TOKEN = "pages-test-operator-token-0123456789"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run"]
+SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+PHONE = {"width": 360, "height": 740}
+DESKTOP = {"width": 1280, "height": 800}
+# rendered voices are kept between runs (a fixed seed reads the same poems every time)
+CACHE = Path(os.environ.get("YOMITE_TEST_CACHE", "/tmp/yomite-test-cache"))
+SEED = 7
+LEAD_IN_S = 0.5
+HELD_S = 1.5  # the hand stays up at least this long
+
+
+def _require_environment() -> None:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (scripts/system-deps.sh "
+                    "test does); these tests never download a browser")
+    missing = [k for k in ("PULSE_SERVER", "YOMITE_TEST_DEVICE", "YOMITE_TEST_MONITOR")
+               if not os.environ.get(k)]
+    if missing:
+        pytest.fail(f"{', '.join(missing)} not set: run the browser tests with `make test`, which "
+                    "starts scripts/audio-harness.sh and sources /tmp/yomite-audio/env.sh")
+
+
+@pytest.fixture(scope="module")
+def sink() -> Iterator[str]:
+    """A null sink of our own on the harness's sound server, so that another process playing
+    into the shared `yomite` sink cannot put sound into this test's recording. The server
+    plays into it through the same ALSA `pulse` device (PULSE_SINK picks the sink); like the
+    harness's sink it has no rewinds and a low-latency client holding it."""
+    _require_environment()
+    name = f"yomite_pages_{os.getpid()}"
+    load = subprocess.run(
+        ["pactl", "load-module", "module-null-sink", f"sink_name={name}", "rate=48000",
+         "channels=2", "norewinds=1", f"sink_properties=device.description={name}"],
+        capture_output=True, text=True)
+    if load.returncode != 0:
+        pytest.fail(f"cannot add a null sink to the sound server ({load.stderr.strip()}); "
+                    "is the audio harness up? run the tests with `make test`")
+    keeper = subprocess.Popen(
+        ["parec", "-d", f"{name}.monitor", "--raw", "--format=s16le", "--rate=48000",
+         "--channels=2", "--latency-msec=5", "/dev/null"])
+    try:
+        yield name
+    finally:
+        keeper.terminate()
+        keeper.wait(5)
+        subprocess.run(["pactl", "unload-module", load.stdout.strip()], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, sink: str) -> Iterator[Server]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PULSE_SINK", sink)  # the server process inherits the environment
+        s = Server(tmp_path_factory.mktemp("pages"), {
+            "match": {"memorise_s": 2, "cards": 3,
+                      "gaps": {"after_call_s": 0.5, "between_verses_s": 0.5,
+                               "between_cards_s": 0.5, "repeat_s": 0.5},
+                      "resume": {"lead_in_s": LEAD_IN_S}},
+            "voice": {"engine": "openjtalk", "cache_dir": str(CACHE)},
+            "audio": {"device": os.environ["YOMITE_TEST_DEVICE"]},
+        }, TOKEN).start()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def browser(server: Server) -> Iterator[Browser]:
+    # the pages follow the audio device's clock: on a loaded machine a phase may come a few
+    # seconds late, which is no failure of the pages
+    expect.set_options(timeout=10_000)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+class Pages:
+    """Browser contexts of one test, with every page's script errors collected."""
+
+    def __init__(self, browser: Browser, base: str) -> None:
+        self.browser = browser
+        self.base = base
+        self.contexts: list[BrowserContext] = []
+        self.errors: list[str] = []
+
+    def open(self, path: str, *, phone: bool) -> Page:
+        ctx = self.browser.new_context(
+            viewport=PHONE if phone else DESKTOP, device_scale_factor=2, is_mobile=phone,
+            has_touch=phone, locale="ja-JP")
+        self.contexts.append(ctx)
+        page = ctx.new_page()
+        page.on("pageerror", lambda e: self.errors.append(f"{path}: {e}"))
+        page.on("console", lambda m: self._console(path, m.type, m.text))
+        page.goto(self.base + path)
+        return page
+
+    def _console(self, path: str, kind: str, text: str) -> None:
+        # a refused request (the wrong PIN) is logged by Chromium itself; the page shows it
+        if kind == "error" and not text.startswith("Failed to load resource"):
+            self.errors.append(f"{path}: console: {text}")
+
+    def close(self) -> None:
+        for c in self.contexts:
+            c.close()
+
+
+@pytest.fixture
+def pages(browser: Browser, server: Server) -> Iterator[Pages]:
+    p = Pages(browser, server.base)
+    try:
+        yield p
+    finally:
+        p.close()
+    assert not p.errors, p.errors
+
+
+def shot(page: Page, name: str, *, phone: bool) -> None:
+    """Save docs/screenshots/<name>.png at phone or desktop size (then restore the size)."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    size = page.viewport_size
+    want = PHONE if phone else DESKTOP
+    if size != want:
+        page.set_viewport_size(want)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), scale="device" if phone else "css",
+                    animations="disabled")
+    if size is not None and size != want:
+        page.set_viewport_size(size)
+
+
+def op_state(server: Server) -> dict[str, Any]:
+    r = httpx2.get(f"{server.base}/api/channels/main", headers=server.op, timeout=5)
+    assert r.status_code == 200, r.text
+    state: dict[str, Any] = r.json()
+    # the reader holds the match itself when its output stalls (a hold named @audio); say so
+    # at once rather than time out waiting for a card that will not come
+    if state["audio"] != "ok":
+        raise AssertionError(
+            f"the server's audio output failed during the test ({state['audio']}): the sound "
+            "server did not keep time (is the machine overloaded?); this is no page failure")
+    return state
+
+
+def wait_for(server: Server, what: str, ok: Callable[[dict[str, Any]], bool],
+             timeout_s: float = 30) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    s: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        s = op_state(server)
+        if s["match"] and ok(s["match"]):
+            return s
+        time.sleep(0.03)
+    raise AssertionError(f"no {what} within {timeout_s} s; last state: {s}")
+
+
+def join(page: Page, name: str) -> None:
+    page.fill("#name", name)
+    page.click("#join-button")
+    expect(page.locator("#live")).to_be_visible()
+    expect(page.locator("#conn")).to_have_attribute("data-state", "online")
+
+
+def monotonic_of(page: Page, expression: str) -> float:
+    """A page's performance time (epoch ms) as this process's time.monotonic()."""
+    epoch_ms = page.evaluate(expression)
+    assert epoch_ms, f"{expression} is not set"
+    return float(epoch_ms) / 1000 - (time.time() - time.monotonic())
+
+
+# ---------------------------------------------------------------------- the referee's phone
+def test_referee_joins_with_the_pin_keeps_its_identity_and_language(
+        server: Server, pages: Pages) -> None:
+    pin = httpx2.get(f"{server.base}/api/channels/main/pin", headers=server.op).json()["pin"]
+    wrong = f"{(int(pin) + 1) % 10000:04d}"
+    ref = pages.open(f"/referee/main?pin={wrong}", phone=True)
+    expect(ref.locator("#pin")).to_have_value(wrong)  # prefilled from the link
+    ref.fill("#name", "mat 1")
+    ref.click("#join-button")
+    toast = ref.locator(".toast").last
+    expect(toast).to_contain_text("that PIN is not this channel's")  # the API's own detail
+    expect(toast).to_contain_text("wrong_pin")
+    ref.fill("#pin", pin)
+    shot(ref, "referee-join-phone", phone=True)
+    join(ref, "mat 1")
+    assert "pin=" not in ref.url  # the PIN does not stay on the screen
+    expect(ref.locator("#hold-main")).to_have_text("止める")
+    expect(ref.locator("#me")).to_have_text("審判: mat 1")
+    me = ref.evaluate("Y.live.hello.referee")
+    assert me.startswith("r")
+
+    # English, remembered across a reload, with the identity
+    ref.click("button.lang")
+    expect(ref.locator("#hold-main")).to_have_text("Stop")
+    assert ref.evaluate("document.documentElement.lang") == "en"
+    ref.reload()
+    expect(ref.locator("#live")).to_be_visible()
+    expect(ref.locator("#hold-main")).to_have_text("Stop")
+    expect(ref.locator("#conn")).to_have_attribute("data-state", "online")
+    assert ref.evaluate("Y.live.hello.referee") == me
+    ref.click("button.lang")
+    expect(ref.locator("#hold-main")).to_have_text("止める")
+
+    # a dropped connection comes back by itself, as the same referee
+    ref.evaluate("Y.live.ws.close()")
+    expect(ref.locator("#conn")).to_have_attribute("data-state", "reconnecting")
+    expect(ref.locator("#conn")).to_have_attribute("data-state", "online", timeout=5000)
+    assert ref.evaluate("Y.live.hello.referee") == me
+    refs = [r for r in op_state(server)["referees"] if r["name"] == "mat 1"]
+    assert [r["id"] for r in refs] == [me] and refs[0]["connected"]
+
+
+# ---------------------------------------------------------------------- a whole match
+def test_console_starts_a_match_a_referee_stops_it_and_the_audio_stops(
+        server: Server, sink: str, pages: Pages, tmp_path: Path) -> None:
+    poems = {p["no"]: p for p in httpx2.get(f"{server.base}/api/poems").json()}
+
+    console = pages.open(f"/console#token={TOKEN}", phone=False)
+    expect(console.locator("#conn")).to_have_attribute("data-state", "online")
+    assert TOKEN not in console.url, "the token leaves the address bar"
+    expect(console.locator("#pin")).to_have_text(str(op_state(server)["pin"]))
+    expect(console.locator("#qr svg")).to_be_visible()
+    expect(console.locator("#output")).to_contain_text("device pulse")
+    join_url = console.locator("#join-url").get_attribute("href")
+    assert join_url and "pin=" in join_url
+
+    # the projector: every state it receives is recorded
+    frames: list[str] = []
+    display = pages.browser.new_context(viewport=DESKTOP, device_scale_factor=2, locale="ja-JP")
+    pages.contexts.append(display)
+    dp = display.new_page()
+    dp.on("pageerror", lambda e: pages.errors.append(f"display: {e}"))
+    dp.on("websocket", lambda ws: ws.on("framereceived", lambda f: frames.append(str(f))))
+    dp.goto(f"{server.base}/display/main")
+    expect(dp.locator("#conn")).to_have_attribute("data-state", "online")
+
+    ref = pages.open(join_url.removeprefix(server.base), phone=True)
+    join(ref, "mat 3")
+    expect(console.locator("#referees li.on .who").filter(has_text="mat 3")).to_be_visible()
+
+    # the teacher's settings: blue, a fixed seed, short timings; one tap prepares and starts
+    for colour in ("blue", "pink", "yellow", "green", "orange"):
+        box = console.locator(f"#colour-{colour}")
+        if box.is_checked() != (colour == "blue"):
+            console.click(f"label[for=colour-{colour}]")
+    expect(console.locator("#colour-picks input:checked")).to_have_count(1)
+    console.fill("#seed", str(SEED))
+    console.fill("#memorise", "2")
+    console.fill("#cards", "3")
+
+    with Recorder(tmp_path / "hall.wav", source=f"{sink}.monitor") as rec:
+        console.click("#start")
+        expect(console.locator("#prepared")).to_contain_text(f"シード {SEED}")
+        wait_for(server, "memorisation", lambda m: m["phase"] == "memorising")
+        expect(dp.locator("#stage")).to_have_attribute("data-phase", "memorising")
+        expect(ref.locator("#detail")).to_contain_text("残り")
+        shot(dp, "display-countdown-desktop", phone=False)
+
+        # hold during card 2's upper verse, when card 1 has been read
+        s = wait_for(server, "card 2's upper verse",
+                     lambda m: (m["segment"] or {}).get("label") == "card_kami"
+                     and m["segment"]["card"] == 2)
+        card1 = s["match"]["cards"][0]
+        assert card1["finished_s"] is not None
+        expect(dp.locator("#last")).to_have_attribute("data-poem", str(card1["poem"]))
+        expect(dp.locator("#last-shimo")).to_have_text(poems[card1["poem"]]["shimo"])
+        time.sleep(0.6)  # into the verse
+        ref.evaluate("""document.getElementById('hold').addEventListener('pointerdown',
+            () => { window.pressedAt = performance.timeOrigin + performance.now(); },
+            {capture: true})""")
+        ref.locator("#hold").tap()
+        expect(ref.locator("#hold")).to_have_attribute("data-state", "mine")
+        t_press = monotonic_of(ref, "window.pressedAt")
+        expect(ref.locator("#hold-main")).to_have_text("再開")
+
+        # everyone sees the hand: the console with the referee's name, the projector's banner
+        expect(console.locator("#holds li .who")).to_have_text(["mat 3"])
+        expect(console.locator("#paused")).to_contain_text("mat 3")
+        expect(console.locator("#referees li .badge")).to_have_count(1)
+        expect(dp.locator("#banner")).to_be_visible()
+        expect(dp.locator("#banner-sub")).to_contain_text("mat 3")
+        m = op_state(server)["match"]
+        assert m["paused"] and m["cut"]["card"] == 2 and m["cut"]["verse"] == "kami"
+        assert [h["name"] for h in m["holds"]] == ["mat 3"]
+        for page, name in ((console, "console"), (ref, "referee"), (dp, "display")):
+            shot(page, f"{name}-desktop", phone=False)
+            shot(page, f"{name}-phone", phone=True)
+        time.sleep(max(0.0, t_press + HELD_S - time.monotonic()))
+
+        ref.evaluate("""document.getElementById('hold').addEventListener('pointerdown',
+            () => { window.releasedAt = performance.timeOrigin + performance.now(); },
+            {capture: true})""")
+        ref.locator("#hold").tap()
+        expect(ref.locator("#hold")).to_have_attribute("data-state", "ready")
+        t_release = monotonic_of(ref, "window.releasedAt")
+        expect(console.locator("#phase")).to_have_attribute("data-paused", "false")
+        expect(dp.locator("#banner")).to_be_hidden()
+        expect(console.locator("#holds li.empty")).to_be_visible()
+
+        # to the end; the projector shows only cards whose lower verse has been read
+        shown: set[int] = set()
+        deadline = time.monotonic() + 40
+        while True:
+            poem = dp.locator("#last").get_attribute("data-poem")
+            text = dp.locator("body").inner_text()
+            m = op_state(server)["match"]  # read after the page: at least as new
+            done = {c["poem"] for c in m["cards"] if c["finished_s"] is not None}
+            if poem is not None:
+                assert int(poem) in done, f"poem {poem} shown before its lower verse was read"
+                shown.add(int(poem))
+            for c in m["cards"]:
+                if c["finished_s"] is None:
+                    p = poems[c["poem"]]
+                    assert p["kami"] not in text and p["shimo"] not in text
+            if m["phase"] == "finished":
+                break
+            assert time.monotonic() < deadline, f"the match did not finish: {m}"
+            time.sleep(0.25)
+        expect(dp.locator("#stage")).to_have_attribute("data-phase", "finished")
+        last = m["cards"][-1]
+        expect(dp.locator("#last")).to_have_attribute("data-poem", str(last["poem"]))
+        assert len(m["cards"]) == 3 and shown >= {c["poem"] for c in m["cards"][1:]}
+        expect(console.locator("#card-rows tr")).to_have_count(3)
+        expect(console.locator("#extra")).to_be_enabled()
+        shot(console, "console-finished-desktop", phone=False)
+
+    # the next match: the console's own pause, then an abort in two presses
+    console.click("#next")
+    expect(console.locator("#phase")).to_have_attribute("data-phase", "ready")
+    expect(console.locator("#card-rows tr")).to_have_count(1)  # "none yet"
+    console.click("#pause")
+    expect(console.locator("#holds li .who")).to_have_text(["運営"])
+    expect(console.locator("#pause")).to_have_text("一時停止を解除")
+    console.click("#pause")
+    expect(console.locator("#holds li.empty")).to_be_visible()
+    console.click("#abort")
+    expect(console.locator("#abort")).to_have_text("もう一度押すと中止")
+    assert op_state(server)["match"]["phase"] == "ready", "one press does not abort"
+    console.click("#abort")
+    expect(console.locator("#phase")).to_have_attribute("data-phase", "aborted")
+    expect(dp.locator("#stage")).to_have_attribute("data-phase", "aborted")
+    expect(dp.locator("#sub")).to_have_text("操作卓で中止")
+    expect(ref.locator("#hold")).to_be_disabled()
+
+    # every state the projector received kept unread poems secret
+    states = [json.loads(f) for f in frames if '"type": "state"' in f or '"type":"state"' in f]
+    assert len(states) > 20
+    for st in states:
+        assert "pin" not in st
+        mm = st["match"]
+        if not mm:
+            continue
+        assert mm["segment"] is None or mm["segment"]["poem"] is None
+        assert mm["cut"] is None or mm["cut"]["poem"] is None
+        assert all(c["poem"] is None for c in mm["cards"] if c["finished_s"] is None)
+
+    assert rec.capture is not None
+    check_audio(rec.capture, t_press, t_release)
+
+
+def check_audio(cap: Capture, t_press: float, t_release: float) -> None:
+    """Sound just before the press; silence from at most 100 ms after it for as long as the hand
+    was up; sound again once the lead-in that follows the release is over."""
+    loud = np.abs(cap.x) > THRESHOLD
+
+    def frame(t: float) -> int:
+        return int(np.clip(round((t - cap.t0) * cap.rate), 0, len(loud)))
+
+    def at(i: int) -> float:
+        return cap.t_line(i)
+
+    assert loud[frame(t_press - 0.8):frame(t_press)].any(), (
+        "the card was not being read when the referee pressed")
+    sound = np.flatnonzero(loud[:frame(t_release)])
+    last_sound = at(int(sound[-1]) + 1)  # the reading's last sample before the silence
+    after = np.flatnonzero(loud[frame(t_release):])
+    assert len(after), "no sound after the release"
+    back = at(frame(t_release) + int(after[0]))
+    near = [(round((at(a) - t_press) * 1000), round((at(b) - t_press) * 1000))
+            for a, b in cap.segments() if abs(at(a) - t_press) < 2]
+    print(f"\naudio: last sound {(last_sound - t_press) * 1000:+.0f} ms from the press, sound "
+          f"again {(back - t_release) * 1000:.0f} ms after the release (lead-in "
+          f"{LEAD_IN_S * 1000:.0f} ms), silent for {back - last_sound:.2f} s; capture jitter "
+          f"{cap.jitter_ms:.1f} ms; sound near the press (ms): {near}")
+    assert last_sound < t_press + 0.1, (
+        f"the reading went on {(last_sound - t_press) * 1000:.0f} ms after the press")
+    assert last_sound > t_press - 0.5, "a long silence before the press: the test is broken"
+    assert back - last_sound >= HELD_S, f"only {back - last_sound:.2f} s of silence while held"
+    assert LEAD_IN_S - 0.05 < back - t_release < LEAD_IN_S + 1.0, (
+        f"the reading came back {back - t_release:.2f} s after the release")
