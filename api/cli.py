@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from audio.errors import AudioError
 from reader.config import Config, VoiceEngine, load_config
 from reader.errors import ReaderError
 
@@ -101,11 +102,10 @@ async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int
         voice_cfg = voice_cfg.model_copy(update={"engine": VoiceEngine.ESTIMATE})
     voice = make_voice(voice_cfg, cfg.audio.rate)
     if speakers:
-        from audio.device import DeviceSink
+        from .hall import device_sink
 
-        sink: Any = DeviceSink(cfg.audio.device, cfg.audio.rate, blocksize=cfg.audio.blocksize,
-                               latency=cfg.audio.latency, fade_ms=cfg.audio.fade_ms)
-        print(f"audio: {sink.describe()}")
+        sink, description = device_sink(cfg, cfg.audio.device)
+        print(f"audio: {description}")
     else:
         clock = _ScaledClock(args.speed) if args.speed != 1 else WallClock()
         sink = NullSink(cfg.audio.rate, clock)
@@ -303,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rc: int = args.func(args)
         return rc
-    except ReaderError as e:
+    except (ReaderError, AudioError) as e:
         print(f"yomite: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -25,22 +25,28 @@ log = logging.getLogger("yomite.hall")
 SinkFactory = Callable[[Config, ChannelConfig], tuple[Sink, str]]
 
 
+def device_sink(cfg: Config, device: str | int | None) -> tuple[Sink, str]:
+    """The speakers (raises AudioError if they cannot be opened), and a line saying so."""
+    from audio.device import DeviceSink
+
+    a = cfg.audio
+    sink = DeviceSink(device, a.rate, blocksize=a.blocksize, latency=a.latency,
+                      fade_ms=a.fade_ms)
+    name = device if device is not None else "default"
+    return sink, (f"device {name} ({sink.blocksize} frames/block, "
+                  f"{sink.latency * 1000:.1f} ms stream latency)")
+
+
 def default_sink(cfg: Config, ch: ChannelConfig) -> tuple[Sink, str]:
     """The channel's speakers, or no sound (said clearly) when there is no usable device."""
     a = cfg.audio
     if a.output == "null":
         return NullSink(a.rate, fade_ms=a.fade_ms), "null output (config audio.output: null)"
-    device = ch.device if ch.device is not None else a.device
     try:
-        from audio.device import DeviceSink
-
-        sink = DeviceSink(device, a.rate, blocksize=a.blocksize, latency=a.latency,
-                          fade_ms=a.fade_ms)
+        return device_sink(cfg, ch.device if ch.device is not None else a.device)
     except AudioError as e:
         log.warning("channel %s: no audio device (%s); audio goes nowhere", ch.name, e)
         return NullSink(a.rate, fade_ms=a.fade_ms), f"NO AUDIO DEVICE ({e}): audio goes nowhere"
-    return sink, f"device {device if device is not None else 'default'} " \
-                 f"({sink.blocksize} frames/block, {sink.latency * 1000:.1f} ms stream latency)"
 
 
 def public_view(state: dict[str, Any]) -> dict[str, Any]:
