@@ -19,8 +19,8 @@ import httpx2
 import websockets
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from reader.journal import read_journal, replay  # noqa: E402
-from tests.serverproc import Server  # noqa: E402
+from reader.journal import read_journal, replay
+from tests.serverproc import Server
 
 TOKEN = "soak-operator-token-0123456789abcdef"
 

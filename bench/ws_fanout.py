@@ -22,7 +22,7 @@ import httpx2
 import websockets
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.serverproc import Server  # noqa: E402
+from tests.serverproc import Server
 
 TOKEN = "bench-operator-token-0123456789abcdef"
 SEQ = re.compile(r'"seq":(\d+),"audio"')
