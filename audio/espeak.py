@@ -19,14 +19,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Final
 
-import numpy as np
-
 from reader.clip import Clip
 
 from .codec import read_wav
 from .errors import CodecError, VoiceError
-from .pcm import Pcm, peak, resample, silence, trim_silence
-from .voice import Param, mastered, phrases
+from .pcm import Pcm, peak
+from .voice import Param, read_phrase_by_phrase
 
 log = logging.getLogger(__name__)
 
@@ -154,19 +152,9 @@ class Pyttsx3Voice:
             return self._voice_id
 
     def render(self, clip: Clip) -> Pcm:
-        parts: list[Pcm] = []
-        sr = 0
-        for phrase in phrases(clip):
-            x, sr = self._synthesise(phrase, clip)
-            x = trim_silence(x, sr)
-            if x.size == 0:
-                raise VoiceError(f"pyttsx3 said nothing for {phrase!r} in clip {clip.key}")
-            if parts:
-                parts.append(silence(round(self.phrase_pause_s * sr)))
-            parts.append(x)
-        return mastered(
-            resample(np.concatenate(parts), sr, self._rate),
-            self._rate, self.loudness_lufs, self.name, clip,
+        return read_phrase_by_phrase(
+            self._synthesise, clip, engine="pyttsx3", voice=self.name, rate=self._rate,
+            phrase_pause_s=self.phrase_pause_s, target_lufs=self.loudness_lufs,
         )
 
     def _engine(self) -> Any:

@@ -18,8 +18,8 @@ with contextlib.redirect_stdout(io.StringIO()):
 from reader.clip import Clip
 
 from .errors import VoiceError
-from .pcm import Pcm, resample, silence, trim_silence
-from .voice import Param, mastered, phrases
+from .pcm import Pcm
+from .voice import Param, read_phrase_by_phrase
 
 # pyopenjtalk returns float64 on the int16 scale, with peaks well past 32767 (up to ~52000):
 # divide, never cast or clip; normalisation brings the level down afterwards.
@@ -87,19 +87,9 @@ class OpenJTalkVoice:
         return self._params
 
     def render(self, clip: Clip) -> Pcm:
-        parts: list[Pcm] = []
-        sr = 0
-        for phrase in phrases(clip):
-            x, sr = self._synthesise(phrase, clip)
-            x = trim_silence(x, sr)
-            if x.size == 0:
-                raise VoiceError(f"Open JTalk said nothing for {phrase!r} in clip {clip.key}")
-            if parts:
-                parts.append(silence(round(self.phrase_pause_s * sr)))
-            parts.append(x)
-        return mastered(
-            resample(np.concatenate(parts), sr, self._rate),
-            self._rate, self.loudness_lufs, self.name, clip,
+        return read_phrase_by_phrase(
+            self._synthesise, clip, engine="Open JTalk", voice=self.name, rate=self._rate,
+            phrase_pause_s=self.phrase_pause_s, target_lufs=self.loudness_lufs,
         )
 
     def _engine(self) -> HTSEngine:

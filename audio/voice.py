@@ -26,7 +26,7 @@ from reader.clip import Clip, ClipKind, EstimatedDurations
 from reader.config import VoiceConfig, VoiceEngine
 
 from .errors import VoiceError
-from .pcm import Pcm, master, silence
+from .pcm import Pcm, master, resample, silence, trim_silence
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +93,31 @@ def mastered(x: Pcm, rate: int, target_lufs: float, voice: str, clip: Clip) -> P
     if out.size == 0:
         raise VoiceError(f"voice {voice} rendered silence for clip {clip.key} ({clip.yomi!r})")
     return out
+
+
+def read_phrase_by_phrase(
+    synthesise: Callable[[str, Clip], tuple[Pcm, int]],
+    clip: Clip,
+    *,
+    engine: str,
+    voice: str,
+    rate: int,
+    phrase_pause_s: float,
+    target_lufs: float,
+) -> Pcm:
+    """How a synthesiser reads a clip: each phrase (5-7-5 / 7-7) synthesised and trimmed,
+    joined by `phrase_pause_s` of silence, resampled to `rate` and mastered."""
+    parts: list[Pcm] = []
+    sr = 0
+    for phrase in phrases(clip):
+        x, sr = synthesise(phrase, clip)
+        x = trim_silence(x, sr)
+        if x.size == 0:
+            raise VoiceError(f"{engine} said nothing for {phrase!r} in clip {clip.key}")
+        if parts:
+            parts.append(silence(round(phrase_pause_s * sr)))
+        parts.append(x)
+    return mastered(resample(np.concatenate(parts), sr, rate), rate, target_lufs, voice, clip)
 
 
 class EstimateVoice:
