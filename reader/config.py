@@ -121,7 +121,7 @@ class AudioConfig(Frozen):
     device: str | int | None = None
     blocksize: int = Field(256, ge=32, le=8192)
     latency: Literal["low", "high"] | float = "low"
-    fade_ms: float = Field(5.0, ge=0, le=100)
+    fade_ms: float = Field(2.0, ge=0, le=100)
 
 
 class ChannelConfig(Frozen):

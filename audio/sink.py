@@ -1,0 +1,264 @@
+"""The sink contract: where rendered speech goes (speakers, a file, nowhere) and whose clock the
+engine reads.
+
+A sink plays mono float32 PCM that is already rendered, at exact output frames, and is the
+clock of the match: `now()` is the sink's own output position in seconds, so that the gaps the
+engine plans in frames come out sample-exact and never drift against the audio.
+
+Three sinks share one schedule (`audio.mixer.Mixer`), so a file rendered offline holds exactly
+the samples the speakers would have played:
+
+- `audio.device.DeviceSink`: a sound card through PortAudio (the only sounddevice importer);
+- `audio.filesink.FileSink`: renders faster than real time into a WAV/FLAC/MP3/Ogg file;
+- `NullSink` (below): discards the audio but keeps the bookkeeping, for dry runs.
+
+Completions and faults are reported to one listener as small frozen dataclasses (`SinkEvent`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from reader.clock import Clock
+
+from .errors import AudioError
+
+Pcm = npt.NDArray[np.float32]
+
+
+# ---------------------------------------------------------------------- events
+@dataclass(frozen=True, slots=True)
+class ClipDone:
+    """The clip played with `tag` has been handed to the output up to its last frame;
+    `end_frame` is the output frame just after it. A clip cancelled by `stop()` is never done:
+    its end is reported by `Stopped` instead."""
+
+    tag: int
+    end_frame: int
+
+
+@dataclass(frozen=True, slots=True)
+class Stopped:
+    """One `stop()` has taken effect: `at_frame` is the first output frame at which every clip
+    it cancelled is silent (the fade-out's end)."""
+
+    at_frame: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceFault:
+    """The output failed (device gone, sound server down, stream stalled). The sink's clock
+    stops until `reopen()` succeeds; the schedule is kept."""
+
+    reason: str
+
+
+SinkEvent = ClipDone | Stopped | DeviceFault
+Listener = Callable[[SinkEvent], None]
+
+
+@dataclass(frozen=True, slots=True)
+class SinkStats:
+    """Counters since the sink was made.
+
+    late_clips / late_frames: clips that arrived after their `at_frame` had been handed to the
+        output, and how many of their frames were cut from the head because of it.
+    dropped_clips: clips refused because the schedule was full (see `Mixer.capacity`).
+    underflows: device callbacks that reported an output underflow (device sinks only).
+    faults: `DeviceFault`s reported.
+    """
+
+    late_clips: int = 0
+    late_frames: int = 0
+    dropped_clips: int = 0
+    underflows: int = 0
+    faults: int = 0
+
+
+# ---------------------------------------------------------------------- the contract
+class Sink(Protocol):
+    """Where the engine's audio commands go, and the clock of the match.
+
+    Timeline: output frames at `rate`, counted from 0 when the sink was made. Frames before
+    `position()` have been handed to the output and can no longer change.
+
+    - `now()`: `position() / rate` for a device, or the externally driven clock for file and
+      null sinks. Monotonic: it never goes backwards (it stands still while a device is down).
+    - `play(pcm, at_frame, offset, tag)`: make `pcm[offset]` sound at output frame `at_frame`,
+      followed by the rest of `pcm`. Sent ahead of time; several clips may overlap (they are
+      mixed). If `at_frame` has already been handed to the output the clip starts at once from
+      the sample that is due now (a head cut, counted in `stats().late_frames`). `pcm` is mono
+      float32 and is not copied: do not modify it afterwards.
+    - `stop(at_frame)`: from `at_frame` (or the first frame not yet handed to the output, if that
+      is later) fade out over `fade_ms` then stay silent, and forget every clip scheduled so far;
+      clips played after the call are not affected. Repeating a stop is harmless. One `Stopped`
+      event follows each call.
+    - `position()`: frames handed to the output so far.
+    - `set_listener(fn, loop)`: `fn` receives every `SinkEvent`. With a loop, events are
+      delivered on that loop's thread via `loop.call_soon_threadsafe`; without one, `fn` is
+      called directly (a device sink then calls it on its audio thread, so it must only hand the
+      event on, e.g. to a `queue.SimpleQueue`).
+    - `close()`: release the output; a closed sink refuses `play`.
+    """
+
+    rate: int
+
+    def now(self) -> float: ...
+    def play(self, pcm: Pcm, at_frame: int, offset: int, tag: int) -> None: ...
+    def stop(self, at_frame: int) -> None: ...
+    def position(self) -> int: ...
+    def set_listener(
+        self, fn: Listener | None, loop: asyncio.AbstractEventLoop | None = None
+    ) -> None: ...
+    def stats(self) -> SinkStats: ...
+    def close(self) -> None: ...
+
+
+# ---------------------------------------------------------------------- shared helpers
+def fade_frames(rate: int, fade_ms: float) -> int:
+    return max(0, round(fade_ms * rate / 1000.0))
+
+
+def fade_ramp(frames: int) -> Pcm:
+    """Gains for a fade-out of `frames` frames: a raised cosine from just below 1 to just above
+    0, so the frame after the ramp is the first silent one. A cosine rather than a line because
+    its slope is zero at both ends: no click where the fade starts."""
+    k = np.arange(1, frames + 1, dtype=np.float64)
+    return (0.5 * (1.0 + np.cos(np.pi * k / (frames + 1)))).astype(np.float32)
+
+
+def check_pcm(pcm: npt.ArrayLike, offset: int) -> Pcm:
+    """`pcm` as a read-only contiguous float32 vector (a view when it already is one)."""
+    a = np.asarray(pcm)
+    if a.ndim != 1:
+        raise ValueError(f"a sink plays mono PCM (1-D), got shape {a.shape}")
+    if a.dtype != np.float32 or not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a, dtype=np.float32)
+    if not 0 <= offset <= a.size:
+        raise ValueError(f"offset {offset} is outside the clip (0..{a.size} frames)")
+    view = a.view()
+    view.flags.writeable = False  # the schedule reads it later, maybe from the audio thread
+    return view
+
+
+class Delivery:
+    """Hands sink events to the listener: through the loop when one is given, else directly."""
+
+    def __init__(self) -> None:
+        self.fn: Listener | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def set(self, fn: Listener | None, loop: asyncio.AbstractEventLoop | None) -> None:
+        self.fn, self.loop = fn, loop
+
+    def __call__(self, ev: SinkEvent) -> None:
+        fn, loop = self.fn, self.loop  # one read each: the listener may be swapped meanwhile
+        if fn is None:
+            return
+        if loop is None:
+            fn(ev)
+            return
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody is listening any more
+            loop.call_soon_threadsafe(fn, ev)
+
+
+class WallClock:
+    """Monotonic seconds since the clock was made (the null sink's clock for dry runs)."""
+
+    def __init__(self) -> None:
+        self._t0 = time.monotonic()
+
+    def now(self) -> float:
+        return time.monotonic() - self._t0
+
+
+# ---------------------------------------------------------------------- the null sink
+class NullSink:
+    """Discards the audio but keeps the schedule, so completions and stops are reported at the
+    frames a real output would report them: for dry runs and tests.
+
+    Its clock is the one given (e.g. a `reader.clock.ManualClock` the runtime moves) or, by
+    default, monotonic wall time from creation. Whatever the clock says has been "played":
+    every public method first brings the schedule up to the clock and reports what ended.
+    With a listener loop and the wall clock, a timer on the loop also does this at each clip's
+    end, so a dry run reports completions on time without being polled.
+    """
+
+    def __init__(self, rate: int, clock: Clock | None = None, *, fade_ms: float = 5.0) -> None:
+        from .mixer import Mixer  # mixer imports this module for the event types
+
+        self.rate = rate
+        self.clock: Clock = clock if clock is not None else WallClock()
+        self._realtime = clock is None
+        self._deliver = Delivery()
+        self._mixer = Mixer(rate, fade_ms=fade_ms, emit=self._deliver)
+        self._timer: asyncio.TimerHandle | None = None
+        self._closed = False
+
+    def now(self) -> float:
+        self.sync()
+        return self.clock.now()
+
+    def position(self) -> int:
+        self.sync()
+        return self._mixer.pos
+
+    def play(self, pcm: Pcm, at_frame: int, offset: int, tag: int) -> None:
+        if self._closed:
+            raise AudioError("the null sink is closed; make a new one")
+        self.sync()
+        self._mixer.play(check_pcm(pcm, offset), at_frame, offset, tag)
+        self._arm()
+
+    def stop(self, at_frame: int) -> None:
+        self.sync()
+        self._mixer.stop(at_frame)
+        self._arm()
+
+    def set_listener(
+        self, fn: Listener | None, loop: asyncio.AbstractEventLoop | None = None
+    ) -> None:
+        self._deliver.set(fn, loop)
+        self._arm()
+
+    def stats(self) -> SinkStats:
+        m = self._mixer
+        return SinkStats(m.late_clips, m.late_frames, m.dropped_clips)
+
+    def close(self) -> None:
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def sync(self) -> None:
+        """Bring the schedule up to the clock, reporting every clip and stop that ended."""
+        target = math.floor(self.clock.now() * self.rate + 1e-6)
+        if target > self._mixer.pos:
+            self._mixer.advance(target - self._mixer.pos)
+
+    def _arm(self) -> None:
+        loop = self._deliver.loop
+        if not self._realtime or loop is None or self._closed:
+            return
+        nxt = self._mixer.next_event_frame()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if nxt is not None:
+            delay = max(0.0, nxt / self.rate - self.clock.now())
+            self._timer = loop.call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self.sync()
+        self._arm()

@@ -1,0 +1,307 @@
+#!/usr/bin/env python3
+"""What the sound server actually played: record the null sink's monitor, with timestamps.
+
+Adapted from the audio harness recipe measured on these machines (README "Audio on a headless
+machine"). Two halves:
+
+- Run as a script (`python tests/audio_capture.py OUT.wav`), it records the monitor with
+  `parec` and timestamps every read with CLOCK_MONOTONIC. It is a separate process so that the
+  GIL of the process under test cannot delay the timestamps. It prints READY when data flows,
+  STEADY once data has flowed without a stall (> 50 ms) for 0.3 s (an idle PulseAudio null sink
+  renders up to 2 s ahead until a low-latency client holds it), and on SIGTERM writes OUT (s16le
+  WAV, 2 channels: the sink's own layout, so no down-mix touches the samples) and
+  OUT.times.npy: float64 (n, 2) rows [monotonic time a read returned, frame index after it].
+- Imported, `Recorder` runs that script for the length of a `with` block and `Capture` reads
+  the result: samples, activity segments, and for capture frame i a time bracket
+  [t_line(i), t_arrival(i)] in which the server rendered it (about one sink block wide).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+import wave
+from pathlib import Path
+from types import TracebackType
+
+import numpy as np
+
+RATE = 48000
+THRESHOLD = 1e-3  # |x| above this counts as sound; the null sink's silence is exactly 0
+
+
+def _env_monitor() -> str:
+    return os.environ.get("YOMITE_TEST_MONITOR", "yomite.monitor")
+
+
+def _env_latency_ms() -> int:
+    return int(os.environ.get("YH_SINK_LATENCY_MS", "5"))
+
+
+# ---------------------------------------------------------------------- the recorder process
+def record(out: str, source: str, rate: int, channels: int, latency_ms: int) -> None:
+    stop = [False]
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop[0] = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    cmd = ["parec", "-d", source, "--raw", "--format=s16le", f"--rate={rate}",
+           f"--channels={channels}", f"--latency-msec={latency_ms}"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, bufsize=0)
+    assert p.stdout is not None
+    fd = p.stdout.fileno()
+    frame_bytes = 2 * channels
+    chunks: list[bytes] = []
+    stamps: list[tuple[float, int]] = []
+    nbytes = 0
+    ready = steady = False
+    t_last = t_stall = 0.0
+    while not stop[0]:
+        try:
+            b = os.read(fd, 65536)  # drain continuously: a full pipe blocks parec
+        except InterruptedError:
+            continue
+        t = time.monotonic()
+        if not b:
+            break
+        chunks.append(b)
+        nbytes += len(b)
+        stamps.append((t, nbytes // frame_bytes))
+        if not ready:
+            ready = True
+            t_stall = t
+            print("READY", flush=True)
+        elif not steady:
+            if t - t_last > 0.05:
+                t_stall = t
+            if t - t_stall > 0.3:
+                steady = True
+                print("STEADY", flush=True)
+        t_last = t
+    p.terminate()
+    try:
+        p.wait(timeout=2)
+    except subprocess.TimeoutExpired:
+        p.kill()
+    data = b"".join(chunks)
+    data = data[: len(data) // frame_bytes * frame_bytes]
+    with wave.open(out, "wb") as w:
+        w.setnchannels(channels)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(data)
+    np.save(out + ".times.npy", np.array(stamps, dtype=np.float64).reshape(-1, 2))
+    print("DONE", len(data) // frame_bytes, flush=True)
+
+
+# ---------------------------------------------------------------------- the test side
+class Capture:
+    """A finished recording: first channel as int16 (`raw`) and float (`x`), and timing."""
+
+    def __init__(self, path: str | Path, rate: int = RATE) -> None:
+        path = str(path)
+        self.rate = rate
+        with wave.open(path, "rb") as w:
+            assert w.getframerate() == rate, w.getframerate()
+            nch = w.getnchannels()
+            frames = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").reshape(-1, nch)
+        # a mono stream is up-mixed to every channel of the sink: analyse the first
+        self.raw = frames[:, 0].astype(np.int16)
+        self.channels_identical = all(
+            np.array_equal(frames[:, 0], frames[:, c]) for c in range(1, nch)
+        )
+        self.x = self.raw.astype(np.float32) / 32768.0
+        self.times = np.load(path + ".times.npy")
+        if len(self.times) == 0:
+            raise AssertionError(f"{path}: the recorder captured nothing")
+        t, end = self.times[:, 0], self.times[:, 1]
+        self.t0 = float((t - end / rate).min())
+        # how far reads lag a perfect line (quality of the timestamps)
+        self.jitter_ms = float(np.percentile(t - end / rate - self.t0, 99) * 1000)
+        # the server's clock against CLOCK_MONOTONIC (fit noise on short files: ~100 ppm)
+        self.rate_ppm = (float((np.polyfit(end, t, 1)[0] * rate - 1) * 1e6)
+                         if len(t) > 10 else 0.0)
+
+    def t_line(self, i: int) -> float:
+        """Earliest monotonic time at which capture frame i can have been rendered."""
+        return self.t0 + i / self.rate
+
+    def t_arrival(self, i: int) -> float:
+        """Monotonic time at which the read holding capture frame i returned (the latest)."""
+        k = int(np.searchsorted(self.times[:, 1], i, side="right"))
+        return float(self.times[min(k, len(self.times) - 1), 0])
+
+    def segments(self, threshold: float = THRESHOLD, merge: int = 240) -> list[tuple[int, int]]:
+        """[start, end) of every stretch of sound; runs closer than `merge` frames are joined
+        (a tone crosses zero)."""
+        loud = np.abs(self.x) > threshold
+        if not loud.any():
+            return []
+        d = np.diff(loud.astype(np.int8), prepend=0, append=0)
+        on, off = np.flatnonzero(d == 1), np.flatnonzero(d == -1)
+        segs: list[list[int]] = []
+        for s, e in zip(on, off, strict=True):
+            if segs and s - segs[-1][1] < merge:
+                segs[-1][1] = int(e)
+            else:
+                segs.append([int(s), int(e)])
+        return [(s, e) for s, e in segs]
+
+    def nonzero_segments(self, merge: int = 240) -> list[tuple[int, int]]:
+        """Like `segments`, but sound is any sample that is not exactly 0."""
+        return self.segments(threshold=0.0, merge=merge)
+
+
+class OwnNullSink:
+    """A null sink of one's own on the running sound server, for the length of a `with` block:
+    streams that connect meanwhile play into it (PULSE_SINK, read by libpulse when a stream
+    connects, is set in os.environ) and `.monitor` records it, so sound from anything else
+    using the server cannot leak into a capture. Waits until its keeper (a low-latency
+    recorder: an idle null sink renders 2 s ahead) holds it."""
+
+    def __init__(self, name: str | None = None, rate: int = RATE,
+                 env: dict[str, str] | None = None) -> None:
+        self.name = name or f"yomite_test_{os.getpid()}_{time.monotonic_ns() % 10**6}"
+        self.monitor = f"{self.name}.monitor"
+        self.rate = rate
+        self.env = env
+
+    def __enter__(self) -> OwnNullSink:
+        self.module = subprocess.run(
+            ["pactl", "load-module", "module-null-sink", f"sink_name={self.name}",
+             f"rate={self.rate}", "channels=2", "norewinds=1"],  # rewinds corrupt the monitor
+            check=True, capture_output=True, text=True, env=self.env).stdout.strip()
+        self.keeper = subprocess.Popen(
+            ["parec", "-d", self.monitor, "--raw", f"--latency-msec={_env_latency_ms()}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env)
+        self._previous = os.environ.get("PULSE_SINK")
+        os.environ["PULSE_SINK"] = self.name
+        for _ in range(50):
+            if recorded(self.monitor, self.env):
+                break
+            time.sleep(0.05)
+        time.sleep(0.2)
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._previous is None:
+            os.environ.pop("PULSE_SINK", None)
+        else:
+            os.environ["PULSE_SINK"] = self._previous
+        self.keeper.kill()
+        self.keeper.wait()
+        subprocess.run(["pactl", "unload-module", self.module], capture_output=True,
+                       env=self.env, check=False)
+
+
+def recorded(source: str, env: dict[str, str] | None = None) -> bool:
+    """Whether some client records `source` (pactl's short lists are tab-separated)."""
+    def rows(what: str) -> list[list[str]]:
+        out = subprocess.run(["pactl", "list", "short", what], capture_output=True, text=True,
+                             env=env)
+        return [ln.split("\t") for ln in out.stdout.splitlines()]
+
+    index = next((r[0] for r in rows("sources") if r[1:2] == [source]), None)
+    return index is not None and any(r[1:2] == [index] for r in rows("source-outputs"))
+
+
+def dropouts(captured: np.ndarray, expected: np.ndarray) -> int:
+    """Compare a capture with what should have been played, both int16 and starting at the
+    first sound, allowing only one kind of difference: runs of silence *inserted* into the
+    capture, with everything after them intact but later. That is the signature of an underrun
+    downstream of the sink (the server ran dry and played zeros while the sink's frame count
+    stood still); a sink that mis-schedules moves, cuts or alters samples instead.
+
+    Returns the number of inserted frames (0: bit-exact); raises AssertionError, naming the
+    first bad frame, on any other difference."""
+    i = j = 0
+    inserted = 0
+    while i < len(expected):
+        n = min(len(expected) - i, len(captured) - j)
+        assert n > 0, f"the capture ends {len(expected) - i} frames early"
+        differ = np.flatnonzero(captured[j : j + n] != expected[i : i + n])
+        if differ.size == 0:
+            i += n
+            j += n
+            continue
+        i += int(differ[0])
+        j += int(differ[0])
+        assert captured[j] == 0, (
+            f"frame {i} of the plan: captured {captured[j]}, expected {expected[i]}")
+        zc = _zero_run(captured, j)
+        zr = _zero_run(expected, i)
+        assert zc > zr, f"frame {i} of the plan: {zr - zc} frames missing from the capture"
+        inserted += zc - zr
+        j += zc - zr
+    return inserted
+
+
+def _zero_run(x: np.ndarray, start: int) -> int:
+    nz = np.flatnonzero(x[start:])
+    return int(nz[0]) if nz.size else len(x) - start
+
+
+class Recorder:
+    """Records the monitor for the duration of a `with` block; `.capture` afterwards."""
+
+    def __init__(self, path: str | Path, source: str | None = None, rate: int = RATE,
+                 latency_ms: int | None = None, env: dict[str, str] | None = None) -> None:
+        self.path = str(path)
+        self.source = source or _env_monitor()
+        self.rate = rate
+        self.latency_ms = _env_latency_ms() if latency_ms is None else latency_ms
+        self.env = env
+        self.capture: Capture | None = None
+
+    def __enter__(self) -> Recorder:
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), self.path, "--source", self.source,
+             "--rate", str(self.rate), "--latency-ms", str(self.latency_ms)],
+            stdout=subprocess.PIPE, text=True, env=self.env)
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + 8.0
+        seen: set[str] = set()
+        while "STEADY" not in seen:
+            left = deadline - time.monotonic()
+            if left <= 0 or self.proc.poll() is not None:
+                self.proc.kill()
+                self.proc.wait()
+                raise RuntimeError(
+                    f"the recorder of {self.source} never became steady (saw {sorted(seen)}); "
+                    "is the sound server up? run the tests via `make test`")
+            r, _, _ = select.select([self.proc.stdout], [], [], left)
+            if r:
+                seen.add(self.proc.stdout.readline().strip())
+        time.sleep(0.05)
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        time.sleep(0.15)  # let the last rendered block reach the recorder
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.communicate(timeout=10)
+        if et is None:
+            self.capture = Capture(self.path, self.rate)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
+    ap.add_argument("out")
+    ap.add_argument("--source", default=_env_monitor())
+    ap.add_argument("--rate", type=int, default=RATE)
+    ap.add_argument("--channels", type=int, default=2)
+    ap.add_argument("--latency-ms", type=int, default=_env_latency_ms())
+    a = ap.parse_args()
+    record(a.out, a.source, a.rate, a.channels, a.latency_ms)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""The process under test in test_device's fault test: a DeviceSink whose sound server the test
+kills and freezes. It runs alone, on its own PulseAudio, so that a crash (or a hang) cannot take
+the test runner or the shared harness with it.
+
+Talks to the test line by line: it prints what it observed, and waits on stdin for the test to
+say what it did to the server. Exits 0 only if every step went as the contract says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+import numpy as np
+
+from audio.device import DeviceSink
+from audio.errors import DeviceError
+from audio.sink import ClipDone, DeviceFault, SinkEvent
+
+RATE = 48000
+
+
+def say(*words: object) -> None:
+    print(*words, flush=True)
+
+
+async def main() -> None:
+    loop = asyncio.get_running_loop()
+    events: asyncio.Queue[SinkEvent] = asyncio.Queue()
+    sink = DeviceSink(os.environ.get("YOMITE_TEST_DEVICE", "pulse"), RATE,
+                      stall_timeout_s=0.5)
+    sink.set_listener(events.put_nowait, loop)
+
+    async def heard(what: str) -> None:
+        line = (await loop.run_in_executor(None, sys.stdin.readline)).strip()
+        if line != what:
+            raise SystemExit(f"expected {what!r} from the test, got {line!r}")
+
+    async def next_event(kind: type, timeout: float) -> SinkEvent:
+        async with asyncio.timeout(timeout):
+            while True:
+                ev = await events.get()
+                if isinstance(ev, kind):
+                    return ev
+
+    async def clock_runs() -> bool:
+        p = sink.position()
+        for _ in range(40):  # a busy machine may take a while to get a new stream going
+            await asyncio.sleep(0.05)
+            if sink.position() - p > RATE // 10:
+                return True
+        return False
+
+    async def reopen_when_back() -> None:
+        for _ in range(30):
+            try:
+                await asyncio.to_thread(sink.reopen)
+                return
+            except DeviceError:
+                await asyncio.sleep(0.1)
+        raise SystemExit("reopen never succeeded")
+
+    async def plays_a_clip(tag: int) -> bool:
+        at = sink.position() + RATE // 20
+        sink.play(np.full(RATE // 10, 0.1, dtype=np.float32), at, 0, tag)
+        done = await next_event(ClipDone, 3.0)
+        while not (isinstance(done, ClipDone) and done.tag == tag):
+            done = await next_event(ClipDone, 3.0)
+        return done.end_frame == at + RATE // 10
+
+    tone = np.full(RATE * 30, 0.1, dtype=np.float32)
+    sink.play(tone, sink.position() + RATE // 20, 0, 1)
+    say("PLAYING", await clock_runs())
+
+    # 1. the sound server is killed under a playing stream
+    await heard("KILLED")
+    fault = await next_event(DeviceFault, 3.0)
+    assert isinstance(fault, DeviceFault)
+    say("FAULT", fault.reason)
+    p = sink.position()
+    await asyncio.sleep(0.3)
+    say("CLOCK-STILL", sink.position() == p, sink.faulted)
+    try:
+        await asyncio.to_thread(sink.reopen)
+        say("DOWN-REOPEN worked?!")
+    except DeviceError as e:
+        say("DOWN-REOPEN DeviceError", str(e).splitlines()[0])
+    await heard("BACK")
+    await reopen_when_back()
+    say("REOPENED", await clock_runs(), sink.position() >= p, await plays_a_clip(2))
+
+    # 2. the sound server hangs (SIGSTOP): callbacks stop coming
+    say("READY-STALL")
+    await heard("FROZEN")
+    fault = await next_event(DeviceFault, 3.0)
+    assert isinstance(fault, DeviceFault)
+    say("FAULT", fault.reason)
+    await heard("THAWED")
+    await reopen_when_back()
+    say("REOPENED", await clock_runs(), await plays_a_clip(3))
+    say("STATS", sink.stats())
+    await asyncio.to_thread(sink.close)
+    say("CLOSED")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

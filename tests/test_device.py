@@ -1,0 +1,380 @@
+"""The device sink on real PortAudio, heard through PulseAudio null sinks: on the audio harness's
+server (`make test` starts it: scripts/audio-harness.sh), in a null sink of each test's own, and
+for the fault test on a private server the test may kill. What the server played is recorded
+from the sink's monitor by a separate process (tests/audio_capture.py) and compared with the
+plan, sample by sample."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import os
+import queue
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from audio.device import DeviceSink, list_devices
+from audio.errors import DeviceError
+from audio.filesink import FileSink, to_int16
+from audio.sink import ClipDone, SinkEvent, Stopped
+from reader.clock import ManualClock
+from tests.audio_capture import OwnNullSink, Recorder, dropouts, recorded
+
+RATE = 48000
+BLOCK = 256
+FADE = 240
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def device() -> str:
+    """The harness's device; fails (not skips) when the harness is not running."""
+    if not os.environ.get("PULSE_SERVER"):
+        pytest.fail("PULSE_SERVER is not set: the audio tests need the PulseAudio harness. Run "
+                    "them via `make test` (or `scripts/audio-harness.sh start && "
+                    ". /tmp/yomite-audio/env.sh` first)")
+    return os.environ.get("YOMITE_TEST_DEVICE", "pulse")
+
+
+@pytest.fixture
+def monitor(device: str) -> Iterator[str]:
+    """A null sink of this test's own on the harness's server (see `OwnNullSink`), so that sound
+    from anything else using the harness (a running server, another developer's tests) cannot
+    leak into the capture. Streams opened during the test play into it."""
+    with OwnNullSink() as own:
+        yield own.monitor
+
+
+def noise(n: int, seed: int) -> np.ndarray:
+    """Never zero (so every sample of it shows in the capture) and different for every seed."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0.05, 0.45, n) * rng.choice([-1, 1], n)
+    return x.astype(np.float32)
+
+
+async def next_event(q: asyncio.Queue[SinkEvent], kind: type, timeout: float = 3.0) -> SinkEvent:
+    async with asyncio.timeout(timeout):
+        while not isinstance(ev := await q.get(), kind):
+            pass
+        return ev
+
+
+# ---------------------------------------------------------------------- without a device
+def test_only_device_imports_sounddevice_and_only_lazily():
+    for path in (ROOT / "audio").glob("*.py"):
+        tree = ast.parse(path.read_text("utf-8"))
+        in_functions = {id(n) for f in ast.walk(tree)
+                        if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+                        for n in ast.walk(f)}
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            if any(n.split(".")[0] == "sounddevice" for n in names):
+                assert path.name == "device.py", f"{path.name} imports sounddevice"
+                assert id(node) in in_functions, "sounddevice must be imported inside a function"
+
+
+def test_importing_the_sinks_opens_nothing():
+    code = ("import sys, audio.device, audio.filesink, audio.sink; "
+            "assert 'sounddevice' not in sys.modules, 'imported sounddevice'")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+# ---------------------------------------------------------------------- real audio
+@pytest.mark.audio
+def test_devices_are_listed_and_a_missing_one_is_named(device):
+    names = [d.name for d in list_devices()]
+    assert device in names
+    with pytest.raises(DeviceError, match=r"no-such-device.*outputs:.*pulse"):
+        DeviceSink("no-such-device", RATE)
+
+
+async def retrying_dropouts(scenario: Callable[[int, list[int]], Awaitable[None]],
+                            attempts: int = 4) -> None:
+    """Run `scenario(attempt, dropped)`, which compares its capture with the plan and notes in
+    dropped[0] how many frames of silence the sound server inserted (see `dropouts`). Such a
+    hole means the machine did not run the audio threads in time (other processes' load):
+    the sink cannot prevent it, so the run is repeated, up to `attempts` times. Any other
+    difference fails at once."""
+    for attempt in range(attempts):
+        dropped = [0]
+        try:
+            await scenario(attempt, dropped)
+            return
+        except AssertionError:
+            if dropped[0] == 0 or attempt == attempts - 1:
+                raise
+            print(f"attempt {attempt}: the server inserted {dropped[0]} frames of silence "
+                  "(an underrun: the machine is busy); again")
+
+
+def check_dropouts(captured: np.ndarray, expected: np.ndarray, dropped: list[int]) -> None:
+    start = int(np.flatnonzero(captured)[0])
+    dropped[0] = dropouts(captured[start:], expected)
+    assert dropped[0] == 0, (f"the server inserted {dropped[0]} frames of silence: an underrun "
+                             "(PortAudio does not always report them)")
+
+
+@pytest.mark.audio
+async def test_clips_sound_at_their_exact_frames(device, monitor, tmp_path):
+    """A schedule of bursts, the later ones sent only as earlier ones finish (like the runtime):
+    the capture is bit-exactly the plan (the same schedule rendered by a FileSink), so every gap
+    is the planned one and every burst is intact and in order; a clip sent late starts at once
+    with the right sample."""
+    bursts = [noise(n, seed) for seed, n in enumerate((2400, 7000, 3333, 4800, 2401, 6000))]
+    gaps = [300, BLOCK * 7 + 5, 4800, 1001, 12_000]
+    late = noise(9600, 99)
+
+    async def scenario(attempt: int, dropped: list[int]) -> None:
+        events: asyncio.Queue[SinkEvent] = asyncio.Queue()
+        with Recorder(tmp_path / f"schedule{attempt}.wav", monitor) as rec:
+            sink = DeviceSink(device, RATE)
+            sink.set_listener(events.put_nowait, asyncio.get_running_loop())
+            try:
+                plan = [sink.position() + RATE // 5]
+                for b, g in zip(bursts, gaps, strict=False):
+                    plan.append(plan[-1] + len(b) + g)
+                for k in range(3):
+                    sink.play(bursts[k], plan[k], 0, k)
+                done: list[ClipDone] = []
+                while len(done) < len(bursts):
+                    ev = await next_event(events, ClipDone)
+                    assert isinstance(ev, ClipDone)
+                    done.append(ev)
+                    k = len(done) + 2
+                    if k < len(bursts):
+                        sink.play(bursts[k], plan[k], 0, k)
+                late_at = sink.position() - 2400  # already handed to the output
+                sink.play(late, late_at, 0, 99)
+                late_done = await next_event(events, ClipDone)
+                await asyncio.sleep(sink.latency + 0.1)  # closing drops what is queued
+            finally:
+                sink.close()
+        stats = sink.stats()
+        assert [d.tag for d in done] == list(range(len(bursts)))
+        assert [d.end_frame for d in done] == [p + len(b) for p, b in
+                                               zip(plan, bursts, strict=True)]
+        assert late_done == ClipDone(99, late_at + len(late))
+        cut = stats.late_frames  # frames of the late clip that had already gone
+        assert stats.late_clips == 1 and 2400 <= cut < len(late)
+
+        clock = ManualClock()
+        ref = FileSink(RATE, clock)
+        for k, b in enumerate(bursts):
+            ref.play(b, plan[k], 0, k)
+        clock.set((late_at + cut) / RATE)
+        ref.play(late, late_at, 0, 99)
+        ref.finish()
+        cap = rec.capture
+        assert cap is not None and cap.channels_identical
+        check_dropouts(cap.raw, to_int16(ref.pcm()[plan[0] :]), dropped)
+
+        # the same, as the figures the plan names
+        segs = cap.segments(threshold=0.0, merge=1)
+        assert len(segs) == len(bursts) + 1, segs
+        offset = segs[0][0] - plan[0]  # capture index of output frame 0
+        for k, ((s, e), b) in enumerate(zip(segs, bursts, strict=False)):
+            assert np.array_equal(cap.raw[s:e], to_int16(b)), f"burst {k} is not bit-exact"
+            assert abs(s - offset - plan[k]) <= BLOCK, f"burst {k} is {s - offset - plan[k]} off"
+        measured = [segs[k + 1][0] - segs[k][1] for k in range(len(gaps))]
+        assert all(abs(m - g) <= BLOCK for m, g in zip(measured, gaps, strict=True)), measured
+        s, e = segs[-1]
+        assert s - offset == late_at + cut and e - s == len(late) - cut
+
+    await retrying_dropouts(scenario)
+
+
+@pytest.mark.audio
+async def test_stop_fades_then_silence_within_the_latency(device, monitor, tmp_path):
+    """Stops at random moments: the fade starts at the first frame not yet handed to PortAudio,
+    the capture holds exactly the planned fade then silence from the frame `Stopped` names, and
+    that silence is heard within stream latency + 2 blocks + fade + margin of the call."""
+    clip = noise(RATE * 2, 1)
+
+    async def scenario(attempt: int, dropped: list[int]) -> None:
+        events: asyncio.Queue[SinkEvent] = asyncio.Queue()
+        rng = random.Random(5 + attempt)
+        reps: list[tuple[int, float, int, int]] = []
+        with Recorder(tmp_path / f"stops{attempt}.wav", monitor) as rec:
+            sink = DeviceSink(device, RATE)
+            sink.set_listener(events.put_nowait, asyncio.get_running_loop())
+            try:
+                await asyncio.sleep(0.1)
+                for _ in range(8):
+                    at = sink.position() + RATE // 20
+                    sink.play(clip, at, 0, 0)
+                    await asyncio.sleep(0.05 + rng.uniform(0.05, 0.3))
+                    t_stop = time.monotonic()
+                    p_stop = sink.position()
+                    sink.stop(p_stop)
+                    ev = await next_event(events, Stopped)
+                    assert isinstance(ev, Stopped)
+                    reps.append((at, t_stop, p_stop, ev.at_frame))
+                    await asyncio.sleep(0.05)
+                await asyncio.sleep(sink.latency + 0.05)
+            finally:
+                sink.close()
+        ref = FileSink(RATE)
+        for at, _, p_stop, silent in reps:
+            # a clip not yet started when the stop took effect (a stalled machine) is dropped
+            # unheard: then nothing fades and the silence starts at the cut itself
+            cut = silent - FADE if silent > at else silent
+            assert p_stop <= cut <= p_stop + 2 * BLOCK  # the next callback started the fade
+            ref.play(clip, at, 0, 0)
+            ref.stop(cut)
+        ref.finish()
+        cap = rec.capture
+        assert cap is not None
+        check_dropouts(cap.raw, to_int16(ref.pcm()[reps[0][0] :]), dropped)
+
+        offset = int(np.flatnonzero(cap.raw)[0]) - reps[0][0]
+        bound_ms = (sink.latency + 2 * BLOCK / RATE + FADE / RATE) * 1000 + 2 * 5 + 10
+        heard_ms = [(cap.t_arrival(silent + offset) - t_stop) * 1000
+                    for _, t_stop, _, silent in reps]
+        print(f"stop -> silence (upper edge) ms: {sorted(round(h, 1) for h in heard_ms)}; "
+              f"bound {bound_ms:.1f}")
+        assert max(heard_ms) <= bound_ms
+
+    await retrying_dropouts(scenario)
+
+
+class PrivatePulse:
+    """A PulseAudio of the test's own (socket, runtime dir, null sink and a keeper), so that
+    killing it cannot disturb the shared harness."""
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="yomite-fault-", dir="/tmp"))
+        (self.dir / "xdg").mkdir(mode=0o700)
+        self.socket = self.dir / "native"
+        self.env = {**os.environ, "XDG_RUNTIME_DIR": str(self.dir / "xdg"),
+                    "PULSE_SERVER": f"unix:{self.socket}"}
+        self.env.pop("PULSE_SINK", None)  # a sink of the shared server does not exist here
+        (self.dir / "server.pa").write_text(
+            f"load-module module-native-protocol-unix auth-anonymous=1 socket={self.socket}\n"
+            "load-module module-null-sink sink_name=fault rate=48000 channels=2 norewinds=1\n"
+            "set-default-sink fault\n")
+        self.server: subprocess.Popen[bytes] | None = None
+        self.keeper: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.server = subprocess.Popen(
+            ["pulseaudio", "-n", "-F", str(self.dir / "server.pa"), "--daemonize=no",
+             "--exit-idle-time=-1", "--use-pid-file=no", "--log-target=stderr"],
+            env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(50):
+            if subprocess.run(["pactl", "info"], env=self.env, capture_output=True).returncode == 0:
+                break
+            time.sleep(0.1)
+        else:
+            raise RuntimeError("the private PulseAudio did not come up")
+        # an idle null sink renders 2 s ahead; a low-latency client keeps it real-time
+        self.keeper = subprocess.Popen(
+            ["parec", "-d", "fault.monitor", "--raw", "--latency-msec=5"],
+            env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(50):
+            if recorded("fault.monitor", self.env):
+                break
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        for p in (self.keeper, self.server):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+
+    def signal(self, sig: int) -> None:
+        assert self.server is not None
+        self.server.send_signal(sig)
+
+    def close(self) -> None:
+        if self.server is not None and self.server.poll() is None:
+            self.server.send_signal(signal.SIGCONT)
+        self.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def private_pulse(device) -> Iterator[PrivatePulse]:
+    server = PrivatePulse()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.mark.audio
+def test_a_dead_or_hung_server_is_a_fault_not_a_crash(private_pulse):
+    """A child process plays through a private server that is killed (the stream finishes by
+    itself), then frozen with SIGSTOP (callbacks stop coming): each time one DeviceFault, the
+    clock stands still, reopening fails cleanly while the server is down and works once it is
+    back, with the schedule and clock carried over, and the process exits normally."""
+    server = private_pulse
+    child = subprocess.Popen([sys.executable, "-m", "tests.audio_fault_child"], cwd=ROOT,
+                             env=server.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    assert child.stdin is not None and child.stdout is not None
+    lines: queue.SimpleQueue[str] = queue.SimpleQueue()
+
+    def pump() -> None:  # a thread: select() would miss lines already in the pipe's buffer
+        for raw in child.stdout:  # type: ignore[union-attr]
+            lines.put(raw.strip())
+
+    threading.Thread(target=pump, daemon=True).start()
+    said: list[str] = []
+
+    def expect(word: str, timeout: float = 10.0) -> str:
+        try:
+            line = lines.get(timeout=timeout)
+        except queue.Empty:
+            line = f"(nothing for {timeout} s)"
+        said.append(line)
+        assert line.startswith(word), f"expected {word}, child said {said}"
+        return line
+
+    def tell(word: str) -> None:
+        child.stdin.write(word + "\n")  # type: ignore[union-attr]
+        child.stdin.flush()  # type: ignore[union-attr]
+
+    try:
+        assert expect("PLAYING") == "PLAYING True"
+        server.kill()
+        tell("KILLED")
+        assert "stopped by itself" in expect("FAULT")
+        assert expect("CLOCK-STILL") == "CLOCK-STILL True True"  # the clock waits for the device
+        expect("DOWN-REOPEN DeviceError")  # reopening while the server is down fails cleanly
+        server.start()
+        tell("BACK")
+        assert expect("REOPENED") == "REOPENED True True True"
+
+        expect("READY-STALL")
+        server.signal(signal.SIGSTOP)
+        tell("FROZEN")
+        assert "no audio callback" in expect("FAULT")
+        server.signal(signal.SIGCONT)
+        tell("THAWED")
+        assert expect("REOPENED") == "REOPENED True True"
+        assert "faults=2" in expect("STATS")
+        expect("CLOSED")
+        assert child.wait(timeout=10) == 0
+        print("fault child:", said)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        _, err = child.communicate(timeout=10)
+        if child.returncode != 0:
+            print("child stderr:", err[-3000:])
