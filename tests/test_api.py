@@ -258,3 +258,52 @@ def test_pages_are_served(client):
     assert client.get("/static/../app.py").status_code == 404
     qr = client.get("/api/channels/main/qr.svg", headers=OP)
     assert qr.headers["content-type"] == "image/svg+xml" and b"<svg" in qr.content
+
+
+def test_two_channels_read_independently(client):
+    for ch, color in (("main", "blue"), ("pink", "pink")):
+        r = client.post(f"/api/channels/{ch}/match", json={"colors": [color], "seed": 3},
+                        headers=OP)
+        assert r.status_code == 200
+    client.post("/api/channels/main/match/start", headers=OP)
+    client.post("/api/channels/pink/match/start", headers=OP)
+    me, ref = join(client, "pink", "pink mat")
+    client.put(f"/api/channels/pink/holds/{me}", headers=ref)
+    main = client.get("/api/channels/main", headers=OP).json()["match"]
+    pink = client.get("/api/channels/pink", headers=OP).json()["match"]
+    assert pink["paused"] and not main["paused"]
+    assert main["colors"] == ["blue"] and pink["colors"] == ["pink"]
+    r = client.post("/api/channels/main/match/abort", headers=OP)
+    assert r.json()["match"]["phase"] == "aborted"
+    assert client.get("/api/channels/pink", headers=OP).json()["match"]["phase"] != "aborted"
+
+
+def test_a_dropped_phone_keeps_its_hand_up_and_lowers_it_on_return(client):
+    client.post("/api/channels/main/match", json={"seed": 2}, headers=OP)
+    client.post("/api/channels/main/match/start", headers=OP)
+    me, ref = join(client, name="mat 5")
+    token = ref["Authorization"].split()[1]
+    with client.websocket_connect(f"/ws/channels/main?token={token}") as ws:
+        ws.receive_json()
+        ws.send_json({"type": "hold"})
+        while True:
+            m = ws.receive_json()
+            if m["type"] == "state" and m["match"]["holds"]:
+                break
+        st = client.get("/api/channels/main", headers=OP).json()
+        assert [r["connected"] for r in st["referees"] if r["id"] == me] == [True]
+    # the phone is gone: its hand stays up, the console sees it disconnected
+    st = client.get("/api/channels/main", headers=OP).json()
+    assert [h["referee"] for h in st["match"]["holds"]] == [me]
+    assert [(r["connected"], r["holding"]) for r in st["referees"] if r["id"] == me] == [
+        (False, True)]
+    # the same phone comes back and lowers its own hand
+    with client.websocket_connect(f"/ws/channels/main?token={token}") as ws:
+        assert ws.receive_json()["referee"] == me
+        state = ws.receive_json()
+        assert [h["referee"] for h in state["match"]["holds"]] == [me]
+        ws.send_json({"type": "release"})
+        while True:
+            m = ws.receive_json()
+            if m["type"] == "state" and not m["match"]["holds"]:
+                break

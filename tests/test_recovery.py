@@ -139,3 +139,29 @@ def check_recovered(st, before, records_before):
             # the countdown remainder: at most what was left, within a second or so
             assert m["countdown_s"] <= b["countdown_s"] + 1e-6
             assert m["countdown_s"] >= b["countdown_s"] - 1.5
+
+
+def test_a_torn_last_line_is_dropped_and_reported_never_a_reason_not_to_start(tmp_path):
+    config = {"match": {"memorise_s": 30, "cards": 2}, "voice": {"engine": "estimate"},
+              "audio": {"output": "null"}}
+    server = Server(tmp_path, config, TOKEN)
+    server.start()
+    try:
+        with httpx2.Client(base_url=server.base, headers=server.op, timeout=5) as c:
+            c.post("/api/channels/main/match", json={"seed": 9})
+            c.post("/api/channels/main/match/start")
+            wait_for(c, server.op, "memorise")
+        server.kill()
+        path = journal_files(tmp_path)[-1]
+        whole = len(read_journal(path).records)
+        with open(path, "a", encoding="utf-8") as f:
+            f.write('{"type":"event","seq":999,"t":1.0,"fra')  # the crash cut this write short
+        server.start()
+        st = httpx2.get(f"{server.base}/api/channels/main", headers=server.op).json()
+        assert st["recovered"]["torn_line_dropped"] is True
+        assert st["recovered"]["records"] == whole
+        assert st["match"]["paused"] and st["match"]["phase"] == "memorising"
+        assert "torn last line" in server.log()
+        assert read_journal(path).torn is None, "the file was repaired"
+    finally:
+        server.stop()
