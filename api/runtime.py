@@ -249,8 +249,9 @@ class ChannelRuntime:
         deck = Deck.build(colors=colors, poems=p.poems, seed=p.seed)
         self._frame_offset = 0
         self._match_clock = self.clock
+        lead = round(self.config.audio.schedule_lead_ms * self.rate / 1000)
         engine = Engine(match=match_cfg, deck=deck, voice=self.voice, clock=self.clock,
-                        rate=self.rate)
+                        rate=self.rate, schedule_lead=lead)
         if self.journal is not None:
             self.journal.close()
         # named by UTC time to the microsecond: the newest match sorts last

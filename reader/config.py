@@ -122,6 +122,7 @@ class AudioConfig(Frozen):
     blocksize: int = Field(256, ge=32, le=8192)
     latency: Literal["low", "high"] | float = "low"
     fade_ms: float = Field(2.0, ge=0, le=100)
+    schedule_lead_ms: float = Field(30.0, ge=0, le=1000)
 
 
 class ChannelConfig(Frozen):

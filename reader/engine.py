@@ -83,8 +83,12 @@ class Engine:
         clock: Clock,
         rate: int,
         cards: int | None = None,
+        schedule_lead: int = 0,
     ) -> None:
+        """`schedule_lead`: frames between an event and the first clip it starts (start, an
+        extra card, the end of a lead-in), so that the sink has the clip before its frame."""
         self.match = match
+        self.schedule_lead = schedule_lead
         self.deck = deck
         self.rate = rate
         self._voice = voice
@@ -129,6 +133,7 @@ class Engine:
             "rate": self.rate,
             "t": self._t0 / self.rate,
             "cards": self.cards_planned,
+            "schedule_lead": self.schedule_lead,
             "match": self.match.model_dump(mode="json"),
             "deck": {
                 "poems": list(self.deck.poems),
@@ -392,6 +397,8 @@ class Engine:
             elif self._resume_at is not None:
                 self._facts.append({"fact": "lead_in_cut", "frame": t})
                 self._resume_at = None
+                self._audio.append(StopAudio(t))  # cancel the resumed clip already sent
+                self._scheduled.clear()
         return True
 
     def _release(self, t: int, referee: str) -> bool:
@@ -416,10 +423,28 @@ class Engine:
 
     def _after_release(self, t: int) -> None:
         if not self._holds and self._cut is not None and self._terminal is None:
-            self._resume_at = t + self._lead_in
-            self._facts.append({"fact": "lead_in", "frame": t, "resume_frame": self._resume_at})
-            if self._lead_in == 0:
+            r = t + max(self._lead_in, self.schedule_lead)
+            self._resume_at = r
+            self._facts.append({"fact": "lead_in", "frame": t, "resume_frame": r})
+            # send the resumed clip now, for the end of the lead-in: it will not be late
+            idx, off = self._resume_point()
+            clip = self._segs[idx].clip
+            if clip is not None:
+                self._play(idx, clip, r, off)
+            if r <= t:
                 self._resume(t)
+
+    def _resume_point(self) -> tuple[int, int]:
+        """The segment and offset reading resumes from, by the resume policy."""
+        assert self._cut is not None
+        idx, off = self._cut.segment, self._cut.offset
+        s = self._segs[idx]
+        policy = self.match.resume.policy
+        if policy is ResumePolicy.RESTART_CARD and s.in_card and s.card_start is not None:
+            return s.card_start, 0
+        if s.clip is not None and policy is not ResumePolicy.CONTINUE:
+            return idx, 0
+        return idx, off
 
     def _extra_card(self, t: int) -> bool:
         n = len(self._cards_in_programme())
@@ -458,7 +483,9 @@ class Engine:
         return sorted({s.card for s in self._segs if s.card})
 
     def _begin(self, i: int, t: int) -> None:
-        """Start the programme at segment i now; if a hand is already up, start cut."""
+        """Start the programme at segment i (after the scheduling lead); if a hand is already
+        up, start cut."""
+        t += self.schedule_lead
         if self._holds:
             self._cur, self._anchor = i, t
             self._note_segment(i, t)
@@ -531,7 +558,8 @@ class Engine:
             start += self._frames(j)
 
     def _cut_at(self, t: int) -> None:
-        self._cut = Cut(self._cur, t - self._anchor, t)
+        # a segment may not have begun yet (the scheduling lead): it is cut at its start
+        self._cut = Cut(self._cur, max(0, t - self._anchor), t)
         self._audio.append(StopAudio(t))
         self._scheduled.clear()
         self._facts.append(self._cut_fact(self._cut))
@@ -548,14 +576,8 @@ class Engine:
         return fact
 
     def _resume(self, r: int) -> None:
-        assert self._cut is not None
-        idx, off = self._cut.segment, self._cut.offset
-        s = self._segs[idx]
+        idx, off = self._resume_point()
         policy = self.match.resume.policy
-        if policy is ResumePolicy.RESTART_CARD and s.in_card and s.card_start is not None:
-            idx, off = s.card_start, 0
-        elif s.clip is not None and policy is not ResumePolicy.CONTINUE:
-            off = 0
         self._cut = None
         self._resume_at = None
         self._cur, self._anchor = idx, r - off
@@ -563,7 +585,7 @@ class Engine:
         self._facts.append({"fact": "resume", "segment": idx, "offset": off, "frame": r,
                             "policy": policy.value})
         clip = self._segs[idx].clip
-        if clip is not None:
+        if clip is not None and idx not in self._scheduled:
             self._play(idx, clip, r, off)
         self._schedule_ahead()
 

@@ -124,6 +124,7 @@ def engine_from_header(header: dict[str, Any], voice: Any, clock: Any) -> Engine
         clock=clock,
         rate=int(header["rate"]),
         cards=int(header["cards"]),
+        schedule_lead=int(header.get("schedule_lead", 0)),
     )
 
 

@@ -265,8 +265,15 @@ def test_lead_in_is_cut_by_a_new_hold_and_starts_again():
     run.at(sec(5), Release("b"))
     run.run_until(sec(6))
     assert not run.engine.paused
-    resumed = [c for c in run.commands if isinstance(c, PlayClip) and c.segment == 0]
-    assert [(c.at_frame, c.offset) for c in resumed] == [(0, 0), (sec(6), 0)]
+    # the resumed call was sent at the release for 3 s, cancelled by the hold at 2.5 s, sent
+    # again at the second release for 6 s: what was heard is the cut call, then all of it
+    sent = [(c.at_frame, c.offset) for c in run.commands
+            if isinstance(c, PlayClip) and c.segment == 0]
+    assert sent == [(0, 0), (sec(3), 0), (sec(6), 0)]
+    assert [s.at_frame for s in run.commands if isinstance(s, StopAudio)] == [sec(1), sec(2.5)]
+    heard = [(p.start, p.offset, p.end_offset) for p in run.tape.pieces if p.segment == 0]
+    n = run.voice.frames(next(run.engine.programme_clips()))
+    assert heard == [(0, 0, sec(1)), (sec(6), 0, n)]
 
 
 # ---------------------------------------------------------------------------- extra cards
@@ -358,3 +365,27 @@ def test_illegal_move_after_catch_up_keeps_the_catch_up_output():
     cmds = run.send(Tick())
     assert any(isinstance(c, Record) and c.entry["event"]["type"] == "tick" for c in cmds)
     assert run.engine.phase is Phase.MEMORISING
+
+
+def test_schedule_lead_sends_the_first_clip_ahead_of_its_frame():
+    from reader.clock import ManualClock
+    from reader.deck import Deck
+    from reader.engine import Engine
+
+    from .fakes import FakeVoice
+
+    lead = sec(0.03)
+    voice, clock = FakeVoice(), ManualClock(10.0)
+    e = Engine(match=short_match(resume={"lead_in_s": 0}), deck=Deck.build(colors=["blue"], seed=1),
+               voice=voice, clock=clock, rate=RATE, schedule_lead=lead)
+    t0 = sec(10)
+    first = next(c for c in e.handle(Start()) if isinstance(c, PlayClip))
+    assert first.at_frame == t0 + lead and first.offset == 0
+    clock.set(10.01)  # a hold before the call has begun: cut at its start
+    e.handle(Hold("r"))
+    assert e.snapshot().cut.offset_s == 0.0
+    clock.set(11.0)
+    cmds = e.handle(Release("r"))  # no lead-in configured: the scheduling lead still applies
+    again = [c for c in cmds if isinstance(c, PlayClip)]
+    assert [(c.at_frame, c.offset) for c in again] == [(sec(11) + lead, 0)]
+    assert e.paused and e.next_deadline() == (sec(11) + lead) / RATE
