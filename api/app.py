@@ -208,7 +208,8 @@ def create_app(
                                  "clients": len(s.hub.clients),
                                  "runtime": "running" if s.runtime and s.runtime.running
                                  else "stopped",
-                                 "dropped_clients": s.hub.dropped}
+                                 "dropped_clients": s.hub.dropped,
+                                 "fanout_lag_ms": s.hub.lag_ms()}
                              for n, s in h.channels.items()}}
 
     @app.get("/api/poems")

@@ -80,7 +80,8 @@ def serve(config: Config, host: str | None = None, port: int | None = None) -> i
         banner(hall, h, p, token, generated)
 
     app = create_app(config, on_ready=ready)
-    ucfg = uvicorn.Config(app, host=h, port=p, log_level="info", ws_max_size=65536)
+    ucfg = uvicorn.Config(app, host=h, port=p, log_level="info", ws_max_size=65536,
+                          ws="websockets-sansio")
     for name in ("uvicorn.access", "uvicorn.error", "uvicorn"):
         logging.getLogger(name).addFilter(RedactSecrets())
     uvicorn.Server(ucfg).run()
