@@ -261,11 +261,16 @@ class DeviceSink:
         self._watchdog.join(timeout=2.0)
 
     # ------------------------------------------------------------------ the audio thread
-    def _make_callback(self, gen: int) -> Any:
+    def _make_callback(self, gen: int, channels: int) -> Any:
         mixer = self._mixer
         inbox = self._inbox
+        f32 = np.float32
 
-        def callback(outdata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:
+        def callback(buffer: Any, frames: int, time_info: Any, status: Any) -> None:
+            # a raw stream: sounddevice's numpy wrapper sets `.shape` in every callback, which
+            # NumPy 2.5 deprecates (a warning raised inside the audio thread); a view of the
+            # buffer made here costs the same and runs no warning machinery
+            outdata = np.frombuffer(buffer, dtype=f32).reshape(frames, channels)
             if gen != self._gen or self._cb_error is not None:
                 outdata.fill(0.0)  # a discarded stream, or a broken one awaiting the watchdog
                 return
@@ -314,14 +319,14 @@ class DeviceSink:
         self._underflow_run = 0
         self._cb_thread = 0  # a new stream has a new audio thread
         try:
-            stream = sd.OutputStream(
+            stream = sd.RawOutputStream(
                 device=int(info["index"]),
                 samplerate=self.rate,
                 channels=channels,
                 dtype="float32",
                 blocksize=self.blocksize,
                 latency=self.latency_request,
-                callback=self._make_callback(gen),
+                callback=self._make_callback(gen, channels),
                 finished_callback=lambda: self._on_finished(gen),
             )
         except sd.PortAudioError as e:
