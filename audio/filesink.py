@@ -8,8 +8,6 @@ samples the speakers would have played, late head cuts and stop fades included.
 
 from __future__ import annotations
 
-import asyncio
-import math
 import wave
 from pathlib import Path
 
@@ -18,13 +16,12 @@ import numpy as np
 from reader.clock import Clock, ManualClock
 
 from .errors import AudioError
-from .mixer import Mixer
-from .sink import Delivery, Listener, Pcm, SinkStats, check_pcm
+from .sink import ClockedSink, Pcm
 
 _FORMATS = ("wav", "flac", "mp3", "ogg")
 
 
-class FileSink:
+class FileSink(ClockedSink):
     """Renders into a growing float32 buffer; `write(path)` saves it.
 
     Frames before `round(clock.now() * rate)` count as played: a clip due earlier is cut at the
@@ -33,49 +30,15 @@ class FileSink:
     notices the clock has passed them, i.e. on the next call of any method (or `sync()`).
     """
 
+    kind = "file sink"
+
     def __init__(self, rate: int, clock: Clock | None = None, *, fade_ms: float = 5.0) -> None:
-        self.rate = rate
-        self.clock: Clock = clock if clock is not None else ManualClock()
-        self._deliver = Delivery()
-        self._mixer = Mixer(rate, fade_ms=fade_ms, emit=self._deliver)
+        super().__init__(rate, clock if clock is not None else ManualClock(), fade_ms=fade_ms)
         self._buf = np.zeros(rate * 8, dtype=np.float32)
-        self._closed = False
 
-    # ------------------------------------------------------------------ the Sink contract
-    def now(self) -> float:
-        self.sync()
-        return self.clock.now()
-
-    def position(self) -> int:
-        self.sync()
-        return self._mixer.pos
-
-    def play(self, pcm: Pcm, at_frame: int, offset: int, tag: int) -> None:
-        if self._closed:
-            raise AudioError("the file sink is closed; make a new one")
-        self.sync()
-        self._mixer.play(check_pcm(pcm, offset), at_frame, offset, tag)
-
-    def stop(self, at_frame: int) -> None:
-        self.sync()
-        self._mixer.stop(at_frame)
-
-    def set_listener(
-        self, fn: Listener | None, loop: asyncio.AbstractEventLoop | None = None
-    ) -> None:
-        self._deliver.set(fn, loop)
-
-    def stats(self) -> SinkStats:
-        m = self._mixer
-        return SinkStats(m.late_clips, m.late_frames, m.dropped_clips)
-
-    def close(self) -> None:
-        self._closed = True
-
-    # ------------------------------------------------------------------ rendering
     def sync(self) -> None:
         """Render up to the clock, reporting every clip and stop that ended on the way."""
-        self._render_to(math.floor(self.clock.now() * self.rate + 1e-6))
+        self._render_to(self._target())
 
     def finish(self) -> int:
         """Render everything still scheduled (past the clock if need be); returns the length

@@ -182,27 +182,28 @@ class WallClock:
 
 
 # ---------------------------------------------------------------------- the null sink
-class NullSink:
-    """Discards the audio but keeps the schedule, so completions and stops are reported at the
-    frames a real output would report them: for dry runs and tests.
+class ClockedSink:
+    """What the null and file sinks share: a `Mixer` moved by a clock that someone else drives
+    (a `ManualClock` jumped from deadline to deadline, or wall time). Every public method first
+    brings the schedule up to the clock (`sync`, which a subclass defines) and reports what
+    ended; `_changed` runs after the schedule changes."""
 
-    Its clock is the one given (e.g. a `reader.clock.ManualClock` the runtime moves) or, by
-    default, monotonic wall time from creation. Whatever the clock says has been "played":
-    every public method first brings the schedule up to the clock and reports what ended.
-    With a listener loop and the wall clock, a timer on the loop also does this at each clip's
-    end, so a dry run reports completions on time without being polled.
-    """
+    kind = "sink"
 
-    def __init__(self, rate: int, clock: Clock | None = None, *, fade_ms: float = 5.0) -> None:
+    def __init__(self, rate: int, clock: Clock, *, fade_ms: float = 5.0) -> None:
         from .mixer import Mixer  # mixer imports this module for the event types
 
         self.rate = rate
-        self.clock: Clock = clock if clock is not None else WallClock()
-        self._realtime = clock is None
+        self.clock: Clock = clock
         self._deliver = Delivery()
         self._mixer = Mixer(rate, fade_ms=fade_ms, emit=self._deliver)
-        self._timer: asyncio.TimerHandle | None = None
         self._closed = False
+
+    def sync(self) -> None:
+        raise NotImplementedError
+
+    def _changed(self) -> None:
+        pass
 
     def now(self) -> float:
         self.sync()
@@ -214,21 +215,21 @@ class NullSink:
 
     def play(self, pcm: Pcm, at_frame: int, offset: int, tag: int) -> None:
         if self._closed:
-            raise AudioError("the null sink is closed; make a new one")
+            raise AudioError(f"the {self.kind} is closed; make a new one")
         self.sync()
         self._mixer.play(check_pcm(pcm, offset), at_frame, offset, tag)
-        self._arm()
+        self._changed()
 
     def stop(self, at_frame: int) -> None:
         self.sync()
         self._mixer.stop(at_frame)
-        self._arm()
+        self._changed()
 
     def set_listener(
         self, fn: Listener | None, loop: asyncio.AbstractEventLoop | None = None
     ) -> None:
         self._deliver.set(fn, loop)
-        self._arm()
+        self._changed()
 
     def stats(self) -> SinkStats:
         m = self._mixer
@@ -236,15 +237,44 @@ class NullSink:
 
     def close(self) -> None:
         self._closed = True
+
+    def _target(self) -> int:
+        """The frame the clock has reached."""
+        return math.floor(self.clock.now() * self.rate + 1e-6)
+
+
+class NullSink(ClockedSink):
+    """Discards the audio but keeps the schedule, so completions and stops are reported at the
+    frames a real output would report them: for dry runs and tests.
+
+    Its clock is the one given (e.g. a `reader.clock.ManualClock` the runtime moves) or, by
+    default, monotonic wall time from creation. Whatever the clock says has been "played":
+    every public method first brings the schedule up to the clock and reports what ended.
+    With a listener loop and the wall clock, a timer on the loop also does this at each clip's
+    end, so a dry run reports completions on time without being polled.
+    """
+
+    kind = "null sink"
+
+    def __init__(self, rate: int, clock: Clock | None = None, *, fade_ms: float = 5.0) -> None:
+        super().__init__(rate, clock if clock is not None else WallClock(), fade_ms=fade_ms)
+        self._realtime = clock is None
+        self._timer: asyncio.TimerHandle | None = None
+
+    def close(self) -> None:
+        super().close()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
 
     def sync(self) -> None:
         """Bring the schedule up to the clock, reporting every clip and stop that ended."""
-        target = math.floor(self.clock.now() * self.rate + 1e-6)
+        target = self._target()
         if target > self._mixer.pos:
             self._mixer.advance(target - self._mixer.pos)
+
+    def _changed(self) -> None:
+        self._arm()
 
     def _arm(self) -> None:
         loop = self._deliver.loop
