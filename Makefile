@@ -12,7 +12,7 @@ run: setup
 
 test: setup-test
 	scripts/audio-harness.sh start
-	. /tmp/yomite-audio/env.sh && $(BIN)/pytest $(ARGS)
+	. $${YH_RUN:-/tmp/yomite-audio}/env.sh && $(BIN)/pytest $(ARGS)
 	$(BIN)/ruff check reader audio api tests bench
 	$(BIN)/mypy
 
@@ -42,7 +42,7 @@ lint: setup-test
 
 bench: setup-test
 	scripts/audio-harness.sh start
-	. /tmp/yomite-audio/env.sh && for b in bench/*.py; do $(BIN)/python $$b; done
+	. $${YH_RUN:-/tmp/yomite-audio}/env.sh && for b in bench/*.py; do $(BIN)/python $$b; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -140,6 +140,10 @@ class SecurityConfig(Frozen):
 class ServerConfig(Frozen):
     host: str = "0.0.0.0"
     port: int = Field(8080, ge=1, le=65535)
+    # The address phones use (a hall behind a reverse proxy, or a name on the hall's DNS);
+    # null: the address of this machine's default-route interface.
+    public_url: str | None = Field(None, pattern=r"^https?://[^\s/?#]+(/[^\s?#]*)?$",
+                                   max_length=200)
     channels: tuple[ChannelConfig, ...] = (ChannelConfig(name="main"),)
     security: SecurityConfig = SecurityConfig()
     client_queue: int = Field(64, ge=1, le=10000)

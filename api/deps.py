@@ -1,0 +1,72 @@
+"""What the routes share: who is asking (from the token), the hall, the channel of the path,
+and the view of a channel's state that the asker may see."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import Depends, Request, WebSocket
+
+from .auth import Auth, Principal, Role
+from .errors import ApiError
+from .hall import ChannelService, Hall, public_view
+
+
+def token_of(request: Request | WebSocket) -> str | None:
+    auth = request.headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip() or None
+    return request.headers.get("x-yomite-token") or request.query_params.get("token") or None
+
+
+def hall_of(request: Request) -> Hall:
+    h: Hall = request.app.state.hall
+    return h
+
+
+def auth_of(request: Request) -> Auth:
+    a: Auth = request.app.state.auth
+    return a
+
+
+def who(request: Request) -> Principal:
+    try:
+        return auth_of(request).identify(token_of(request))
+    except PermissionError as e:
+        raise ApiError(401, "unauthorized", str(e), "open the join page again") from None
+
+
+def operator(p: Annotated[Principal, Depends(who)]) -> Principal:
+    if p.role is Role.OPERATOR:
+        return p
+    if p.role is Role.VIEWER:
+        raise ApiError(401, "unauthorized", "this needs the operator's token",
+                       "send Authorization: Bearer <operator token>")
+    raise ApiError(403, "forbidden", "referees may only raise and lower their own hand",
+                   "ask the operator")
+
+
+def channel(ch: str, request: Request) -> ChannelService:
+    h = hall_of(request)
+    svc = h.channels.get(ch)
+    if svc is None or svc.runtime is None:
+        raise ApiError(404, "no_such_channel", f"there is no channel {ch!r}",
+                       f"channels: {', '.join(h.channels)}")
+    return svc
+
+
+Op = Annotated[Principal, Depends(operator)]
+Who = Annotated[Principal, Depends(who)]
+Ch = Annotated[ChannelService, Depends(channel)]
+HallDep = Annotated[Hall, Depends(hall_of)]
+
+
+def view(svc: ChannelService, p: Principal) -> dict[str, Any]:
+    """The channel's state as `p` may see it (poems hidden from non-operators until read)."""
+    op = svc.operator_view()
+    return op if p.role is Role.OPERATOR else public_view(op)
+
+
+async def submit(svc: ChannelService, item: Any) -> None:
+    assert svc.runtime is not None
+    await svc.runtime.submit(item)

@@ -1,0 +1,62 @@
+"""The API's errors: every failure answers `{"error": code, "detail": what was wrong,
+"hint": what to do}` with a 4xx/5xx status."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from audio.errors import AudioError
+from reader.errors import BadDeck, ConfigError, IllegalMove, ReaderError
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, detail: str, hint: str = "",
+                 headers: dict[str, str] | None = None) -> None:
+        self.status, self.code, self.detail, self.hint = status, code, detail, hint
+        self.headers = headers
+        super().__init__(detail)
+
+
+def body(code: str, detail: str, hint: str = "") -> dict[str, str]:
+    return {"error": code, "detail": detail, "hint": hint}
+
+
+def install_handlers(app: FastAPI) -> None:
+    """Map every error the layers below raise to its status and JSON body."""
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_r: Request, e: ApiError) -> JSONResponse:
+        return JSONResponse(body(e.code, e.detail, e.hint), e.status, headers=e.headers)
+
+    @app.exception_handler(IllegalMove)
+    async def _illegal(_r: Request, e: IllegalMove) -> JSONResponse:
+        return JSONResponse(body("illegal_move", str(e), "GET the channel to see its phase"), 409)
+
+    @app.exception_handler(AudioError)
+    async def _audio(_r: Request, e: AudioError) -> JSONResponse:
+        return JSONResponse(body("audio_unavailable", str(e),
+                                 "check the speakers or the sound server, then resume again"),
+                            503)
+
+    @app.exception_handler(ReaderError)
+    async def _reader(_r: Request, e: ReaderError) -> JSONResponse:
+        code = "bad_deck" if isinstance(e, BadDeck) else (
+            "bad_settings" if isinstance(e, ConfigError) else "refused")
+        return JSONResponse(body(code, str(e), "correct the request and send it again"), 422)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_r: Request, e: RequestValidationError) -> JSONResponse:
+        problems = []
+        for err in e.errors()[:10]:
+            where = ".".join(str(p) for p in err.get("loc", ()))
+            problems.append(f"{where}: {err.get('msg')}")
+        return JSONResponse(body("invalid_request", "; ".join(problems),
+                                 "see /docs for the request's schema"), 422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_r: Request, e: StarletteHTTPException) -> JSONResponse:
+        hint = "see /docs for the API" if e.status_code in (404, 405) else ""
+        return JSONResponse(body("http_error", str(e.detail), hint), e.status_code)

@@ -1,0 +1,54 @@
+"""Referees' hands: raise and lower (idempotent); the operator may lower any."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from reader.events import OPERATOR, SYSTEM_PREFIX, Hold, Release
+
+from ..auth import Principal, Role
+from ..deps import Ch, Who, auth_of, view
+from ..errors import ApiError
+from ..hall import ChannelService
+from ..models import HoldRequest
+
+router = APIRouter(tags=["holds"])
+
+
+def hold_target(svc: ChannelService, p: Principal, referee: str) -> str:
+    """Whose hand `p` may move: a referee only its own, the operator any but yomite's own."""
+    if p.role is Role.OPERATOR:
+        if referee.startswith(SYSTEM_PREFIX) and referee != OPERATOR:
+            raise ApiError(403, "forbidden", f"{referee} is yomite's own hold",
+                           "clear it with POST .../match/resume")
+        return referee
+    if p.role is Role.VIEWER:
+        raise ApiError(401, "unauthorized", "join the channel as a referee first",
+                       "POST /api/channels/{ch}/referees with the PIN")
+    if p.channel != svc.name:
+        raise ApiError(403, "forbidden", "this referee joined another channel",
+                       f"join channel {svc.name} with its PIN")
+    if referee != p.referee:
+        raise ApiError(403, "forbidden", "a referee may only raise and lower its own hand",
+                       f"use /holds/{p.referee}")
+    return referee
+
+
+@router.put("/api/channels/{ch}/holds/{referee}")
+async def raise_hold(svc: Ch, p: Who, referee: str, request: Request,
+                     body: HoldRequest | None = None) -> dict[str, Any]:
+    rid = hold_target(svc, p, referee)
+    ref = auth_of(request).referee(rid)
+    name = (body.name if body and body.name else "") or (ref.name if ref else "") or (
+        "operator" if rid == OPERATOR else rid)
+    await svc.hand(Hold(rid, name))
+    return view(svc, p)
+
+
+@router.delete("/api/channels/{ch}/holds/{referee}")
+async def lower_hold(svc: Ch, p: Who, referee: str) -> dict[str, Any]:
+    rid = hold_target(svc, p, referee)
+    await svc.hand(Release(rid))
+    return view(svc, p)

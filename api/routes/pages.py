@@ -1,0 +1,54 @@
+"""The web pages (console, referee, projector) and their static files: no build step, nothing
+fetched from outside the hall's own server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import APIRouter
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from ..errors import ApiError
+
+router = APIRouter(include_in_schema=False)
+
+# The pages' files, found from this package rather than with importlib.resources: an editable
+# install made before api/ had an __init__.py maps `api` as a namespace package outside the
+# source tree, and resources.files() cannot read a namespace package.
+STATIC = Path(__file__).resolve().parent.parent / "static"
+
+_TYPES = {"js": "text/javascript", "css": "text/css", "html": "text/html", "svg": "image/svg+xml",
+          "png": "image/png", "json": "application/json"}
+
+PAGES = {"console": "/console", "referee": "/referee/{ch}", "display": "/display/{ch}"}
+
+
+@router.get("/")
+async def root() -> RedirectResponse:
+    return RedirectResponse("/console")
+
+
+def _page_handler(page: str) -> object:
+    async def handler() -> HTMLResponse:
+        return HTMLResponse((STATIC / f"{page}.html").read_text("utf-8"),
+                            headers={"Cache-Control": "no-cache"})
+
+    handler.__name__ = f"page_{page}"
+    return handler
+
+
+for _page, _path in PAGES.items():
+    router.add_api_route(_path, _page_handler(_page), methods=["GET"],  # type: ignore[arg-type]
+                         response_class=HTMLResponse)
+
+
+@router.get("/static/{name}")
+async def static(name: str) -> Response:
+    if "/" in name or name.startswith("."):
+        raise ApiError(404, "not_found", f"no static file {name!r}")
+    f = STATIC / name
+    if not f.is_file():
+        raise ApiError(404, "not_found", f"no static file {name!r}")
+    ext = name.rsplit(".", 1)[-1]
+    return Response(f.read_bytes(), media_type=_TYPES.get(ext, "application/octet-stream"),
+                    headers={"Cache-Control": "no-cache"})

@@ -1,0 +1,74 @@
+"""Reference data and the service's health: poems, voices, devices, who the token is."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from audio.errors import AudioError
+from reader.poems import all_poems, poem
+
+from ..deps import HallDep, Op, Who
+from ..errors import ApiError
+
+router = APIRouter(tags=["reference"])
+
+
+@router.get("/api/health")
+async def health(h: HallDep) -> dict[str, Any]:
+    return {"status": "ok",
+            "channels": {n: {"output": s.audio,
+                             "audio": s.runtime.state().get("audio") if s.runtime else None,
+                             "clients": len(s.hub.clients),
+                             "runtime": "running" if s.runtime and s.runtime.running
+                             else "stopped",
+                             "dropped_clients": s.hub.dropped,
+                             "fanout_lag_ms": s.hub.lag_ms()}
+                         for n, s in h.channels.items()}}
+
+
+@router.get("/api/poems")
+async def poems() -> list[dict[str, Any]]:
+    return [poem_dict(p.no) for p in all_poems()]
+
+
+@router.get("/api/poems/{no}")
+async def poem_one(no: int) -> dict[str, Any]:
+    if not 1 <= no <= 100:
+        raise ApiError(404, "no_such_poem", f"there is no poem {no}", "poems are 1..100")
+    return poem_dict(no)
+
+
+@router.get("/api/voices")
+async def voices(request: Request, h: HallDep) -> dict[str, Any]:
+    from audio.catalogue import list_voices
+
+    config = request.app.state.config
+    return {"current": getattr(h.voice, "name", "?"),
+            "voices": await asyncio.to_thread(list_voices, config.voice)}
+
+
+@router.get("/api/devices")
+async def devices(_p: Op) -> dict[str, Any]:
+    from audio.device import list_devices
+
+    try:
+        devs = await asyncio.to_thread(list_devices)
+    except AudioError as e:
+        return {"devices": [], "error": str(e)}
+    return {"devices": [asdict(d) for d in devs]}
+
+
+@router.get("/api/session")
+async def session(p: Who) -> dict[str, Any]:
+    return {"role": p.role.value, "channel": p.channel, "referee": p.referee, "name": p.name}
+
+
+def poem_dict(no: int) -> dict[str, Any]:
+    p = poem(no)
+    return {"no": p.no, "author": p.author, "kami": p.kami, "shimo": p.shimo,
+            "kami_kana": p.kami_kana, "shimo_kana": p.shimo_kana, "kami_yomi": p.kami_yomi,
+            "shimo_yomi": p.shimo_yomi, "kimariji": p.kimariji, "color": p.color.value}
