@@ -42,6 +42,25 @@ for _page, _path in PAGES.items():
                          response_class=HTMLResponse)
 
 
+LANGUAGES = ("ja", "en")
+
+
+def strings_js() -> str:
+    """Every page's strings (api/static/strings.<lang>.json) as one script: the pages need
+    them before they draw anything, so they are loaded like code, not fetched."""
+    import json
+
+    data = {lang: json.loads((STATIC / f"strings.{lang}.json").read_text("utf-8"))
+            for lang in LANGUAGES}
+    return "window.YOMITE_STRINGS = " + json.dumps(data, ensure_ascii=False) + ";\n"
+
+
+@router.get("/static/strings.js")
+async def strings() -> Response:
+    return Response(strings_js(), media_type="text/javascript",
+                    headers={"Cache-Control": "no-cache"})
+
+
 @router.get("/static/{name}")
 async def static(name: str) -> Response:
     if "/" in name or name.startswith("."):
