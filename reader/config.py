@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .deck import parse_color
 from .errors import BadDeck, ConfigError
+from .text import check_yomi, clean_text
 
 CONFIG_ENV = "YOMITE_CONFIG"
 
@@ -27,6 +28,19 @@ class Spoken(Frozen):
 
     text: str = Field(min_length=1, max_length=200)
     yomi: str = Field(min_length=1, max_length=200)
+
+    @field_validator("text")
+    @classmethod
+    def _clean_text(cls, v: str) -> str:
+        out = clean_text(v, "the text")
+        if not out:
+            raise ValueError("the text is empty")
+        return out
+
+    @field_validator("yomi")
+    @classmethod
+    def _speakable(cls, v: str) -> str:
+        return check_yomi(v)
 
 
 class ResumePolicy(StrEnum):
@@ -202,7 +216,9 @@ def explain(err: ValidationError, source: str, root: type[BaseModel] = Config) -
             lines.append(f"{source}: {key}: unknown key{hint}")
         else:
             msg = str(e["msg"]).removeprefix("Value error, ")
-            lines.append(f"{source}: {key}: {msg} (got {e.get('input')!r})")
+            got = repr(e.get("input"))
+            got = got if len(got) <= 80 else got[:77] + "..."
+            lines.append(f"{source}: {key}: {msg} (got {got})")
     return ConfigError("\n".join(lines))
 
 
