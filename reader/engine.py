@@ -14,10 +14,12 @@ Contract:
   gaps) always resume their remainder; speech follows the policy.
 - An illegal event raises IllegalMove naming the move and the phase. Anything the catch-up had
   already produced is kept and returned by the next call.
+- Any other exception (a voice that cannot tell a clip's length) leaves the engine exactly as
+  it was before the call: nothing half-applied, so the runtime can still pause or abort it.
 """
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, assert_never
 
 from .clip import Clip, ClipDurations, Verse
@@ -58,14 +60,14 @@ class Cut:
     frame: int  # output frame of the cut
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Hold:
     referee: str
     name: str
     since: int
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Card:
     n: int
     poem: int
@@ -206,6 +208,21 @@ class Engine:
         return deadline / self.rate
 
     def handle(self, event: Event) -> list[Command]:
+        # every field is a value or a container of immutable values: one level of copying
+        # is a complete snapshot (a few microseconds), restored if anything but an
+        # IllegalMove escapes
+        saved = {k: v.copy() if isinstance(v, list | dict | set) else v
+                 for k, v in vars(self).items()}
+        try:
+            return self._handle(event)
+        except IllegalMove:
+            raise
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(saved)
+            raise
+
+    def _handle(self, event: Event) -> list[Command]:
         t = max(self._frame_now(), self._t)
         self._t = t
         self._advance(t)
@@ -224,7 +241,9 @@ class Engine:
         card_no = max(self._cards, default=0)
         if self._terminal is None:
             s = self._segs[self._cur]
-            frames = self._frames(self._cur)
+            # a cut clip's length is not needed (it has no end yet): a paused match can be
+            # shown even when its voice cannot say that clip
+            frames = 0 if self._cut and s.clip is not None else self._frames(self._cur)
             seg_view = SegmentView(
                 index=self._cur,
                 kind=s.kind.value,
@@ -509,7 +528,7 @@ class Engine:
         if s.verse is Verse.SHIMO and s.card and s.reading == self.match.lower_verse_times:
             card = self._cards.get(s.card)
             if card is not None and card.finished is None:
-                card.finished = frame
+                self._cards[s.card] = replace(card, finished=frame)
                 self._facts.append({"fact": "card_read", "card": s.card, "poem": s.poem,
                                     "frame": frame})
 
