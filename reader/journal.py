@@ -7,12 +7,13 @@ the recorded clip lengths rebuilds the exact state: the match history, the audit
 recovery all stand on this.
 """
 
+import contextlib
 import json
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from .clip import Clip
 from .clock import ManualClock
@@ -25,24 +26,89 @@ from .poems import Color
 
 
 class JournalWriter:
-    """Appends records durably: each line is written, flushed and fsynced before returning."""
+    """Appends records durably: each line goes to the file in one write and is fsynced before
+    `append` returns.
+
+    A record that cannot be written (a full disk, a file size limit, a read-only or immutable
+    file or folder) is kept in `pending`, in order, and `append` raises JournalError saying
+    why; the file is left as it was (a line written only in part is cut off again), so it
+    always holds a prefix of the records, never a torn line in its middle. `flush()` tries
+    again: when it succeeds every pending record is on disk, in order, and the journal is
+    complete. Opening an existing file first cuts off a torn last line (a crash cut the last
+    write short). The constructor never raises: a file that cannot be opened is `fault`, and
+    is opened again by the next `append` or `flush`.
+    """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
+        self.pending: list[dict[str, Any]] = []
+        self.fault: str | None = None
+        self._fd: int | None = None
+        self._size = 0
+        self._closed = False
+        try:
+            self._open()
+        except (OSError, JournalError) as e:
+            self.fault = self._why(e) if isinstance(e, OSError) else str(e)
+
+    def _why(self, e: OSError) -> str:
+        return f"{self.path}: {e.strerror or e}"
+
+    def _open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._f: IO[str] | None = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            if os.fstat(fd).st_size:
+                repair(self.path)
+            self._size = os.fstat(fd).st_size
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
 
     def append(self, entry: dict[str, Any]) -> None:
-        if self._f is None:
+        if self._closed:
             raise JournalError(f"{self.path}: journal is closed")
-        self._f.write(json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n")
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        self.pending.append(entry)
+        self.flush()
+
+    def flush(self) -> None:
+        """Write every pending record, in order; JournalError (and they stay pending) if not."""
+        if self._closed:
+            raise JournalError(f"{self.path}: journal is closed")
+        try:
+            if self._fd is None:
+                self._open()
+            while self.pending:
+                self._write(self.pending[0])
+                self.pending.pop(0)
+        except (OSError, JournalError) as e:
+            # JournalError: a file whose content cannot be read back to be repaired
+            self.fault = self._why(e) if isinstance(e, OSError) else str(e)
+            raise JournalError(f"the journal cannot be written: {self.fault}") from None
+        self.fault = None
+
+    def _write(self, entry: dict[str, Any]) -> None:
+        assert self._fd is not None
+        data = (json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        done = 0
+        try:
+            while done < len(data):
+                done += os.write(self._fd, data[done:])
+            os.fsync(self._fd)
+        except OSError:
+            if done:  # a line written in part: cut it off, so the file stays a prefix
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self._fd, self._size)
+            raise
+        self._size += len(data)
 
     def close(self) -> None:
-        if self._f is not None:
-            self._f.close()
-            self._f = None
+        self._closed = True
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +152,10 @@ def repair(path: str | os.PathLike[str]) -> str | None:
     contents = read_journal(p)
     if contents.torn is None:
         if data and not data.endswith(b"\n"):
-            p.write_bytes(data + b"\n")
+            with open(p, "ab") as f:  # appended, never rewritten: a full disk loses nothing
+                f.write(b"\n")
+                f.flush()
+                os.fsync(f.fileno())
         return None
     keep = data[: data.rstrip(b"\n").rfind(b"\n") + 1]
     with open(p, "r+b") as f:
