@@ -11,6 +11,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from audio.errors import AudioError
 from reader.errors import BadDeck, ConfigError, IllegalMove, ReaderError
 
+from .runtime import ChannelFault, ChannelStopped, JournalUnavailable
+
 
 class ApiError(Exception):
     def __init__(self, status: int, code: str, detail: str, hint: str = "",
@@ -40,6 +42,24 @@ def install_handlers(app: FastAPI) -> None:
         return JSONResponse(body("audio_unavailable", str(e),
                                  "check the speakers or the sound server, then resume again"),
                             503)
+
+    @app.exception_handler(JournalUnavailable)
+    async def _journal(_r: Request, e: JournalUnavailable) -> JSONResponse:
+        return JSONResponse(body("journal_unavailable", str(e),
+                                 "free disk space or make the journal folder writable "
+                                 "(journal_dir), then resume"), 503)
+
+    @app.exception_handler(ChannelFault)
+    async def _fault(_r: Request, e: ChannelFault) -> JSONResponse:
+        return JSONResponse(body("reader_failed", str(e),
+                                 "the channel is paused by @fault: fix the cause (the voice, "
+                                 "the pack), then resume, or abort and prepare another match"),
+                            503)
+
+    @app.exception_handler(ChannelStopped)
+    async def _stopped(_r: Request, e: ChannelStopped) -> JSONResponse:
+        return JSONResponse(body("channel_stopped", str(e),
+                                 "the server is shutting down: start it again"), 503)
 
     @app.exception_handler(ReaderError)
     async def _reader(_r: Request, e: ReaderError) -> JSONResponse:

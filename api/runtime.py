@@ -3,8 +3,13 @@
 One inbox, one task: every REST call, WebSocket message, audio fault and timer becomes an item on
 the inbox and is applied in order, so two referees pressing stop at once need no locks. The task
 waits for the next item or the engine's next deadline, whichever comes first, then carries out
-the engine's commands: the journal line first (durable before anything is heard), then audio,
-then publication.
+the engine's commands: silence first, then the journal line (durable before anything new is
+heard), then the clips, then publication.
+
+Nothing an item raises ends the task: an illegal move is answered, and anything unforeseen (a
+voice that cannot say a clip, a bug) pauses the channel with yomite's own `@fault` hold and
+its reason. A journal that cannot be written pauses it with `@journal`: the reading never goes
+on without its record. When the task ends (shutdown), every request still waiting is answered.
 """
 
 from __future__ import annotations
@@ -30,8 +35,22 @@ from reader.config import Config, MatchConfig, with_match_overrides
 from reader.deck import Deck
 from reader.engine import Engine
 from reader.errors import IllegalMove, JournalError, ReaderError
-from reader.events import AUDIO_FAULT, RECOVERED, ClearHolds, Event, Hold, Tick, event_name
-from reader.journal import JournalWriter, read_journal, repair, replay
+from reader.events import (
+    AUDIO_FAULT,
+    FAULT,
+    JOURNAL,
+    RECOVERED,
+    Abort,
+    ClearHolds,
+    Event,
+    ExtraCard,
+    Hold,
+    Release,
+    Start,
+    Tick,
+    event_name,
+)
+from reader.journal import JournalWriter, parse_lines, read_journal, replay
 from reader.programme import Phase
 from reader.snapshot import Snapshot
 
@@ -59,29 +78,98 @@ class AudioFault:
 
 Item = PrepareMatch | AudioFault | Event
 
+# phases with nothing to pause
+_AT_REST = (Phase.READY, Phase.FINISHED, Phase.ABORTED)
+# moves that take the reading forward: refused while the journal cannot record them
+_FORWARD = (Start, ExtraCard, ClearHolds, PrepareMatch)
+# what a journal failure during an item does not make a failure of that item: a hand, an
+# abort, the passing of time (their effect, a stop, never waits for the journal)
+_STOPS = (Hold, Release, Abort, Tick, AudioFault)
+
+
+class ChannelFault(Exception):
+    """Applying an item failed in a way no rule foresaw (a voice that cannot say a clip): the
+    channel is paused by `@fault` and the message says why."""
+
+
+class ChannelStopped(Exception):
+    """The channel's task has ended (the server is shutting down): nothing more is applied."""
+
+
+class JournalUnavailable(Exception):
+    """The journal cannot be written: the move is refused (or paused) until it can."""
+
 
 def carry_out(
     commands: list[Command],
     voice: VoiceLike,
     sink: Sink,
-    record: Callable[[dict[str, Any]], None],
+    record: Callable[[dict[str, Any]], bool | None],
     publish: Callable[[Snapshot], None],
     frame_offset: int = 0,
 ) -> None:
-    """Carry out engine commands in order: journal, audio, publication. `frame_offset` is the
-    engine's frame minus the sink's (non-zero for a match recovered after a restart)."""
+    """Carry out engine commands: silence first, then the record, then the news.
+
+    Every `StopAudio` first (a hold silences the output whatever else fails, and before any
+    fsync), then the journal records in order, then the clips, then publication. A clip sent
+    before the last stop of the batch is one that stop would forget (`Sink.stop`), so it is
+    not sent. If a record cannot be written (`record` returns False or raises), no clip is
+    sent: nothing new is heard that the journal does not hold. Every command is attempted;
+    the first exception is raised at the end. `frame_offset` is the engine's frame minus the
+    sink's (non-zero for a match recovered after a restart)."""
+    stops: list[StopAudio] = []
+    records: list[Record] = []
+    plays: list[PlayClip] = []
+    publishes: list[Publish] = []
     for c in commands:
         match c:
-            case Record(entry=entry):
-                record(entry)
-            case PlayClip(clip=clip, at_frame=at, offset=off, segment=seg):
-                sink.play(voice.pcm(clip), at - frame_offset, off, seg)
-            case StopAudio(at_frame=at):
-                sink.stop(at - frame_offset)
-            case Publish(snapshot=snap):
-                publish(snap)
+            case StopAudio():
+                stops.append(c)
+                plays.clear()
+            case Record():
+                records.append(c)
+            case PlayClip():
+                plays.append(c)
+            case Publish():
+                publishes.append(c)
             case _:
                 assert_never(c)
+    errors: list[Exception] = []
+    for stop in stops:
+        try:
+            sink.stop(stop.at_frame - frame_offset)
+        except Exception as e:
+            errors.append(e)
+    durable = True
+    for r in records:
+        try:
+            durable = record(r.entry) is not False and durable
+        except Exception as e:
+            errors.append(e)
+            durable = False
+    for p in plays if durable else ():
+        try:
+            sink.play(voice.pcm(p.clip), p.at_frame - frame_offset, p.offset, p.segment)
+        except Exception as e:
+            errors.append(e)
+    for pub in publishes:
+        try:
+            publish(pub.snapshot)
+        except Exception as e:
+            errors.append(e)
+    if errors:
+        raise errors[0]
+
+
+class _PinnedClock:
+    """A clock that stays at one time: a fault hold is raised where the engine last was, so
+    raising it never needs what failed (the length of a clip not reached yet)."""
+
+    def __init__(self, t: float) -> None:
+        self._t = t
+
+    def now(self) -> float:
+        return self._t
 
 
 class SinkClock:
@@ -121,7 +209,6 @@ class ChannelRuntime:
         self.engine: Engine | None = None
         self.journal: JournalWriter | None = None
         self.journal_path: Path | None = None
-        self.records: list[dict[str, Any]] = []
         self._on_publish = on_publish or (lambda _s: None)
         self._on_record = on_record or (lambda _r: None)
         self._clock_speed = clock_speed  # clock seconds per loop second (dry runs run fast)
@@ -129,6 +216,11 @@ class ChannelRuntime:
         self._seq = 0
         self._state: dict[str, Any] = {}
         self._audio_status = "ok"
+        self._journal_status = "ok"
+        self.fault: str | None = None  # the last unforeseen failure, for the pages and health
+        self._broken = False  # the engine could not even be paused: wait for a new match
+        self._raising_journal_hold = False
+        self._current: asyncio.Future[Any] | None = None
         self._prefetch: asyncio.Future[Any] | None = None
         self._task: asyncio.Task[None] | None = None
         self.recovered: dict[str, Any] | None = None
@@ -137,7 +229,10 @@ class ChannelRuntime:
     # ------------------------------------------------------------------ the inbox
     async def submit(self, item: Item) -> dict[str, Any]:
         """Queue an item and wait until it has been applied; returns the channel state.
-        Raises the ReaderError the engine raised (an illegal move, a bad deck)."""
+        Raises the ReaderError the engine raised (an illegal move, a bad deck), ChannelFault,
+        JournalUnavailable, or ChannelStopped once the task has ended: never waits for ever."""
+        if self._task is not None and self._task.done():
+            raise ChannelStopped(f"channel {self.name} is stopped")
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._inbox.put_nowait((item, fut))
         result: dict[str, Any] = await fut
@@ -145,6 +240,8 @@ class ChannelRuntime:
 
     def post(self, item: Item) -> None:
         """Queue an item without waiting (audio callbacks, dropped clients)."""
+        if self._task is not None and self._task.done():
+            return
         self._inbox.put_nowait((item, None))
 
     def start(self) -> asyncio.Task[None]:
@@ -168,37 +265,109 @@ class ChannelRuntime:
         return self._task is not None and not self._task.done()
 
     async def run(self) -> None:
-        while True:
-            item, fut = await self._next()
-            if isinstance(item, ClearHolds) and isinstance(self.sink, DeviceSink) \
-                    and self.sink.faulted:
-                # the operator resumes after an audio fault: the output must come back first
-                try:
-                    await asyncio.to_thread(self.sink.reopen)
-                except AudioError as e:
-                    if fut is not None and not fut.done():
-                        fut.set_exception(e)
-                    continue
-                self._audio_status = "ok"
-            try:
-                result = self._apply(item)
-            except ReaderError as e:
-                if fut is not None and not fut.done():
-                    fut.set_exception(e)
-                if self.engine is not None:
-                    self._carry_out(self.engine.handle(Tick()))  # flush a kept catch-up
-                continue
-            except Exception as e:  # a bug must not kill the reader: log, answer, go on
-                log.exception("channel %s: applying %r failed", self.name, item)
-                if fut is not None and not fut.done():
-                    fut.set_exception(e)
-                continue
+        try:
+            while True:
+                item, fut = await self._next()
+                self._current = fut
+                await self._handle(item, fut)
+                self._current = None
+        finally:
+            self._fail_pending(ChannelStopped(f"channel {self.name} stopped"))
+
+    def _fail_pending(self, error: Exception) -> None:
+        """Answer every request still waiting: the one being applied and the queued ones."""
+        waiting = [self._current]
+        while not self._inbox.empty():
+            waiting.append(self._inbox.get_nowait()[1])
+        for fut in waiting:
             if fut is not None and not fut.done():
-                fut.set_result(result)
+                fut.set_exception(error)
+        self._current = None
+
+    async def _handle(self, item: Item, fut: asyncio.Future[Any] | None) -> None:
+        def fail(e: BaseException) -> None:
+            if fut is not None and not fut.done():
+                fut.set_exception(e)
+
+        if isinstance(item, ClearHolds) and isinstance(self.sink, DeviceSink) \
+                and self.sink.faulted:
+            # the operator resumes after an audio fault: the output must come back first
+            try:
+                await asyncio.to_thread(self.sink.reopen)
+            except AudioError as e:
+                fail(e)
+                return
+            self._audio_status = "ok"
+        if isinstance(item, _FORWARD) and not self._journal_writable():
+            fail(JournalUnavailable(self._journal_words()))
+            return
+        journal_ok = self._journal_status == "ok"
+        try:
+            result = self._apply(item)
+        except ReaderError as e:
+            fail(e)
+            if self.engine is not None and not self._broken:
+                try:
+                    self._carry_out(self.engine.handle(Tick()))  # flush a kept catch-up
+                except Exception as e2:
+                    self._on_fault(e2, item)
+            return
+        except JournalUnavailable as e:
+            fail(e)
+            return
+        except Exception as e:  # unforeseen: the reader pauses and says why, and goes on
+            fail(ChannelFault(self._on_fault(e, item)))
+            return
+        if journal_ok and self._journal_status != "ok" and not isinstance(item, _STOPS):
+            fail(JournalUnavailable(self._journal_words()))
+            return
+        if fut is not None and not fut.done():
+            fut.set_result(result)
+
+    def _on_fault(self, e: BaseException, item: Item | None) -> str:
+        """Pause the channel by `@fault` after an unforeseen failure; returns the reason."""
+        reason = f"{type(e).__name__}: {e}"
+        if len(reason) > 300:
+            reason = reason[:297] + "..."
+        log.error("channel %s: %s failed: %s", self.name,
+                  "planning" if item is None else event_name(item)
+                  if not isinstance(item, PrepareMatch | AudioFault) else type(item).__name__,
+                  reason, exc_info=e)
+        self.fault = reason
+        engine = self.engine
+        try:
+            if engine is not None and engine.phase not in _AT_REST:
+                # raised where the engine last was: it needs nothing that may have failed
+                engine.use_clock(_PinnedClock(engine.now_s))
+                try:
+                    commands = engine.handle(Hold(FAULT, f"reader failed: {reason}"))
+                finally:
+                    engine.use_clock(self._match_clock)
+                self._carry_out(commands)
+            else:
+                self._publish_state(engine.snapshot().to_dict() if engine else None)
+        except Exception as e2:
+            # the engine cannot even be paused: silence, say so, and wait for a new match
+            log.error("channel %s: cannot pause after the failure: %s", self.name, e2)
+            self._broken = True
+            with contextlib.suppress(Exception):
+                self.sink.stop(self.sink.position())
+            with contextlib.suppress(Exception):
+                self._publish_state(self._state.get("match"))
+        return reason
 
     async def _next(self) -> tuple[Item, asyncio.Future[Any] | None]:
+        failures = 0
         while True:
-            deadline = self.engine.next_deadline() if self.engine else None
+            try:
+                deadline = (self.engine.next_deadline()
+                            if self.engine is not None and not self._broken else None)
+            except Exception as e:
+                failures += 1
+                self._on_fault(e, None)
+                if failures > 1:  # paused, and still it cannot plan: wait for a new match
+                    self._broken = True
+                continue
             if deadline is None:
                 return await self._inbox.get()
             delay = deadline - self._match_clock.now()
@@ -234,7 +403,7 @@ class ChannelRuntime:
         self._carry_out(self.engine.handle(event))
 
     def _prepare(self, p: PrepareMatch) -> None:
-        if self.engine is not None and self.engine.phase not in (
+        if self.engine is not None and not self._broken and self.engine.phase not in (
             Phase.READY, Phase.FINISHED, Phase.ABORTED
         ):
             raise IllegalMove("prepare a new match", f"the match is {self.engine.phase.value}",
@@ -244,24 +413,35 @@ class ChannelRuntime:
             match_cfg = with_match_overrides(match_cfg, p.overrides)
         colors = p.colors or (() if p.poems else match_cfg.colors)
         deck = Deck.build(colors=colors, poems=p.poems, seed=p.seed)
-        self._frame_offset = 0
-        self._match_clock = self.clock
         lead = round(self.config.audio.schedule_lead_ms * self.rate / 1000)
         engine = Engine(match=match_cfg, deck=deck, voice=self.voice, clock=self.clock,
                         rate=self.rate, schedule_lead=lead)
-        if self.journal is not None:
-            self.journal.close()
         # named by UTC time to the microsecond: the newest match sorts last
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%f")
-        self.journal_path = self.journal_dir / f"{stamp}-seed{deck.seed}.jsonl"
-        self.journal = JournalWriter(self.journal_path)
+        path = self.journal_dir / f"{stamp}-seed{deck.seed}.jsonl"
+        journal = JournalWriter(path)
         header = engine.header()
         header["wall"] = datetime.now(UTC).isoformat()
         header["channel"] = self.name
-        self.journal.append(header)
+        try:
+            journal.append(header)
+        except JournalError:
+            # no half-made journal may become "the latest match" at the next start
+            journal.close()
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
+            self._journal_trouble(journal.fault or "?")
+            raise JournalUnavailable(self._journal_words()) from None
+        if self.journal is not None:
+            self.journal.close()
+        self.journal, self.journal_path = journal, path
+        self._journal_status = "ok"
+        self._frame_offset = 0
+        self._match_clock = self.clock
         self.engine = engine
-        self.records = []
         self.recovered = None
+        self.fault = None
+        self._broken = False
         self._start_prefetch(engine)
         self._publish_state(engine.snapshot().to_dict())
 
@@ -281,22 +461,26 @@ class ChannelRuntime:
     def recover(self) -> dict[str, Any] | None:
         """Bring back the channel's latest match from its journal.
 
-        A torn last line (the crash cut a write short) is cut off and reported. A match that
-        was under way comes back paused by yomite's own hold at the place of its last record
-        (the countdown remainder, the cut card and verse, the holds that were up); the
-        operator resumes it. A finished or aborted match comes back as it was.
+        A torn last line (the crash cut a write short) is dropped, reported, and cut off the
+        file before anything is appended. A match that was under way comes back paused by
+        yomite's own hold at the place of its last record (the countdown remainder, the cut
+        card and verse, the holds that were up); the operator resumes it. A finished or
+        aborted match comes back as it was. A journal that cannot be appended (a full disk,
+        an immutable file) does not stop the start: the channel comes up flagged, paused by
+        `@journal` if a match was under way.
         """
-        files = sorted(self.journal_dir.glob("*.jsonl"))
+        files = sorted(self.journal_dir.glob("*.jsonl")) if self.journal_dir.is_dir() else []
         if not files:
+            self._probe_journal_dir()
             return None
         path = files[-1]
         try:
-            torn = repair(path)
             contents = read_journal(path)
             engine = replay(contents)
         except (JournalError, OSError, ValueError, KeyError) as e:
             log.error("channel %s: cannot recover %s (%s); starting empty", self.name, path, e)
             return {"journal": str(path), "error": str(e)}
+        torn = contents.torn
         if torn is not None:
             log.warning("channel %s: dropped a torn last line of %s: %r", self.name, path,
                         torn[:200])
@@ -306,30 +490,119 @@ class ChannelRuntime:
         self._match_clock = OffsetClock(self.clock, self._frame_offset / self.rate)
         engine.use_clock(self._match_clock)
         self.engine = engine
-        self.records = list(contents.records)
         self.journal_path = path
-        self.journal = JournalWriter(path)
+        self.journal = JournalWriter(path)  # cuts the torn line off, if it can write
+        if self.journal.fault:
+            self._journal_trouble(self.journal.fault)
         self.recovered = {"journal": str(path), "records": len(contents.records),
                           "torn_line_dropped": torn is not None}
-        if engine.phase not in (Phase.READY, Phase.FINISHED, Phase.ABORTED):
-            self._event(Hold(RECOVERED, "recovered after a restart"))
-            self._start_prefetch(engine)
-        else:
-            self._publish_state(engine.snapshot().to_dict())
+        try:
+            if engine.phase not in (Phase.READY, Phase.FINISHED, Phase.ABORTED):
+                self._event(Hold(RECOVERED, "recovered after a restart"))
+                self._start_prefetch(engine)
+            else:
+                self._publish_state(engine.snapshot().to_dict())
+        except Exception as e:  # the hall starts whatever one channel's match does
+            self._on_fault(e, None)
         log.info("channel %s: recovered %s (%d records, phase %s)", self.name, path,
                  len(contents.records), engine.phase.value)
         return self.recovered
 
+    def _probe_journal_dir(self) -> None:
+        """Flag the channel at start if its journal folder cannot take a file."""
+        try:
+            self._probe()
+        except OSError as e:
+            self._journal_trouble(f"{self.journal_dir}: {e.strerror or e}")
+            self._publish_state(None)
+
+    def _probe(self) -> None:
+        probe = self.journal_dir / ".yomite-probe"
+        self.journal_dir.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+
+    # ------------------------------------------------------------------ the journal
+    def _journal_trouble(self, why: str) -> None:
+        if self._journal_status == "ok":
+            log.error("channel %s: the journal cannot be written (%s): the reading pauses "
+                      "until it can", self.name, why)
+        self._journal_status = f"fault: {why}"
+
+    def _journal_words(self) -> str:
+        why = self._journal_status.removeprefix("fault: ")
+        return (f"the journal cannot be written ({why}); the reading is paused by @journal "
+                "until it can")
+
+    def _journal_writable(self) -> bool:
+        """True when every record is on disk (trying the pending ones again first)."""
+        if self._journal_status == "ok":
+            return True
+        try:
+            if self.journal is not None:
+                self.journal.flush()
+            else:
+                self._probe()
+        except JournalError:
+            self._journal_trouble(self.journal.fault if self.journal and self.journal.fault
+                                  else "?")
+            return False
+        except OSError as e:
+            self._journal_trouble(f"{self.journal_dir}: {e.strerror or e}")
+            return False
+        log.info("channel %s: the journal can be written again", self.name)
+        self._journal_status = "ok"
+        self._publish_state(self._state.get("match"))
+        return True
+
+    def _hold_for_journal(self) -> None:
+        """Pause the reading by `@journal`: it never goes on without its record."""
+        engine = self.engine
+        if engine is None or engine.phase in _AT_REST or self._raising_journal_hold:
+            return
+        self._raising_journal_hold = True
+        try:
+            why = self._journal_status.removeprefix("fault: ")
+            self._carry_out(engine.handle(Hold(JOURNAL, f"journal cannot be written: {why}")))
+        finally:
+            self._raising_journal_hold = False
+
+    def journal_records(self) -> list[dict[str, Any]]:
+        """Every record of the current match: the file's, then those still waiting to be
+        written. Reads the file: call it in a worker thread, not on the event loop."""
+        if self.journal_path is None:
+            return []
+        pending = list(self.journal.pending) if self.journal is not None else []
+        try:
+            contents = parse_lines(self.journal_path.read_text("utf-8").splitlines(),
+                                   str(self.journal_path))
+            records = list(contents.records)
+        except (OSError, JournalError):
+            records = []
+        last = records[-1].get("seq", 0) if records else 0
+        return records + [r for r in pending if r.get("type") == "event"
+                          and r.get("seq", 0) > last]
+
     # ------------------------------------------------------------------ commands
     def _carry_out(self, commands: list[Command]) -> None:
-        carry_out(commands, self.voice, self.sink, self._record, self._publish_match,
-                  self._frame_offset)
+        try:
+            carry_out(commands, self.voice, self.sink, self._record, self._publish_match,
+                      self._frame_offset)
+        finally:
+            if self._journal_status != "ok":
+                self._hold_for_journal()
 
-    def _record(self, entry: dict[str, Any]) -> None:
-        if self.journal is not None:
-            self.journal.append(entry)
-        self.records.append(entry)
+    def _record(self, entry: dict[str, Any]) -> bool:
         self._on_record(entry)
+        if self.journal is None:
+            return True
+        try:
+            self.journal.append(entry)  # writes the records still pending first, in order
+        except JournalError:
+            self._journal_trouble(self.journal.fault or "?")
+            return False
+        self._journal_status = "ok"  # the publication that follows says so
+        return True
 
     def _publish_match(self, snap: Snapshot) -> None:
         self._publish_state(snap.to_dict())
@@ -340,6 +613,8 @@ class ChannelRuntime:
             "channel": self.name,
             "seq": self._seq,
             "audio": self._audio_status,
+            "journal": self._journal_status,
+            "fault": self.fault,
             "recovered": self.recovered,
             "match": match,
         }

@@ -14,6 +14,8 @@ SYSTEM_PREFIX = "@"
 AUDIO_FAULT = "@audio"  # the output device failed: paused until the operator resumes
 RECOVERED = "@recovered"  # the server restarted from the journal: paused until the operator resumes
 OPERATOR = "@operator"  # the operator paused from the console
+FAULT = "@fault"  # something unforeseen failed (a voice that cannot say a clip): paused, with why
+JOURNAL = "@journal"  # the journal cannot be written: paused until it can and the operator resumes
 
 
 @dataclass(frozen=True, slots=True)

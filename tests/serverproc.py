@@ -1,11 +1,13 @@
 """Start a real `yomite serve` process for tests: a config file in a tmp dir, a free port, and
 its output kept for inspection."""
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -38,13 +40,20 @@ class Server:
         self.log_path = tmp / "server.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 30.0) -> "Server":
+    def start(self, timeout: float = 30.0, preexec_fn: Any = None,
+              piped: bool = False) -> "Server":
+        """`preexec_fn` runs in the child before yomite (e.g. a file size limit); `piped`
+        sends its output through a pipe (copied to the log by a thread), so that a limit on
+        the files the server may write does not apply to its log."""
+        args = [str(YOMITE), "--config", str(self.config_path), "serve", "--host",
+                "127.0.0.1", "--port", str(self.port)]
         with open(self.log_path, "ab") as log:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(
-                [str(YOMITE), "--config", str(self.config_path), "serve", "--host",
-                 "127.0.0.1", "--port", str(self.port)],
-                stdout=log, stderr=subprocess.STDOUT, cwd=self.tmp, env=os.environ.copy(),
+                args, stdout=subprocess.PIPE if piped else log, stderr=subprocess.STDOUT,
+                cwd=self.tmp, env=os.environ.copy(), preexec_fn=preexec_fn,
             )
+        if piped:
+            threading.Thread(target=self._copy_output, args=(self.proc,), daemon=True).start()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -57,6 +66,13 @@ class Server:
             time.sleep(0.1)
         raise RuntimeError(f"yomite serve did not come up in {timeout} s:\n{self.log()}")
 
+    def _copy_output(self, proc: "subprocess.Popen[bytes]") -> None:
+        assert proc.stdout is not None
+        with open(self.log_path, "ab") as log, contextlib.suppress(ValueError, OSError):
+            for line in proc.stdout:  # ends when the pipe closes
+                log.write(line)
+                log.flush()
+
     def log(self) -> str:
         return self.log_path.read_text("utf-8", errors="replace")
 
@@ -64,6 +80,11 @@ class Server:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(10)
+        self._close_pipe()
+
+    def _close_pipe(self) -> None:
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -72,6 +93,7 @@ class Server:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.kill()
+        self._close_pipe()
 
     @property
     def op(self) -> dict[str, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 from typing import Annotated, Any
@@ -74,14 +75,20 @@ async def match_log(svc: Ch, _p: Op,
         raise ApiError(404, "no_match", "no match has been prepared on this channel",
                        "POST .../match first")
     header = rt.engine.header()
-    records = list(rt.records)
-    timeline = build_timeline(records, rt.rate)
-    if format == "csv":
-        return Response(timeline_csv(timeline), media_type="text/csv; charset=utf-8",
-                        headers={"Content-Disposition":
-                                 f'attachment; filename="{svc.name}-match.csv"'})
-    return {"header": header, "records": records, "timeline": timeline,
-            "journal": str(rt.journal_path) if rt.journal_path else None}
+    journal = str(rt.journal_path) if rt.journal_path else None
+    rate = rt.rate
+
+    def build() -> Response | dict[str, Any]:
+        # reading and formatting a long journal takes a while: never on the event loop
+        records = rt.journal_records()
+        timeline = build_timeline(records, rate)
+        if format == "csv":
+            return Response(timeline_csv(timeline), media_type="text/csv; charset=utf-8",
+                            headers={"Content-Disposition":
+                                     f'attachment; filename="{svc.name}-match.csv"'})
+        return {"header": header, "records": records, "timeline": timeline, "journal": journal}
+
+    return await asyncio.to_thread(build)
 
 
 def timeline_csv(timeline: list[dict[str, Any]]) -> str:

@@ -22,6 +22,9 @@ async def health(h: HallDep) -> dict[str, Any]:
     return {"status": "ok",
             "channels": {n: {"output": s.audio,
                              "audio": s.runtime.state().get("audio") if s.runtime else None,
+                             "journal": s.runtime.state().get("journal") if s.runtime
+                             else None,
+                             "fault": s.runtime.fault if s.runtime else None,
                              "clients": len(s.hub.clients),
                              "runtime": "running" if s.runtime and s.runtime.running
                              else "stopped",
