@@ -17,6 +17,7 @@ from reader.config import Config
 
 from .auth import Auth
 from .errors import ApiError, install_handlers
+from .guards import BodyLimit, HostCheck, SecurityHeaders
 from .hall import Hall, SinkFactory, default_sink
 from .routes import holds, matches, pages, referees, reference, ws
 from .runtime import VoiceLike
@@ -32,9 +33,12 @@ def create_app(
     operator_token: str | None = None,
     on_ready: Callable[[Hall, str, bool], None] | None = None,
 ) -> FastAPI:
-    sec = config.server.security
+    sec, refs = config.server.security, config.server.referees
     auth = Auth(operator_token or sec.operator_token, sec.pin_attempts_per_minute,
-                store=config.journal_dir / "referees.json")
+                store=config.journal_dir / "referees.jsonl",
+                max_per_channel=refs.max_per_channel,
+                pin_failures_per_channel_minute=sec.pin_failures_per_channel_minute,
+                keep_across_days=refs.keep_across_days)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -60,4 +64,9 @@ def create_app(
     install_handlers(app)
     for module in (reference, matches, holds, referees, ws, pages):
         app.include_router(module.router)
+    # the door, outermost last: a foreign Host, then an oversized body, are refused before
+    # any route (or token check) sees the request
+    app.add_middleware(SecurityHeaders)
+    app.add_middleware(BodyLimit, max_bytes=config.server.limits.body_bytes)
+    app.add_middleware(HostCheck, config=config)
     return app

@@ -5,6 +5,7 @@ Tokens are random, compared in constant time and never logged: only a short fing
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -14,6 +15,7 @@ import secrets
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from datetime import datetime as _datetime
 from enum import StrEnum
 from pathlib import Path
 
@@ -56,46 +58,145 @@ def fingerprint(token: str) -> str:
 
 
 class RateLimited(Exception):
-    def __init__(self, retry_after_s: float) -> None:
+    def __init__(self, retry_after_s: float, why: str = "too many PIN attempts") -> None:
         self.retry_after_s = retry_after_s
-        super().__init__(f"too many PIN attempts; try again in {retry_after_s:.0f} s")
+        super().__init__(f"{why}; try again in {retry_after_s:.0f} s")
+
+
+class TooManyReferees(Exception):
+    """The channel holds `server.referees.max_per_channel` referees already."""
+
+
+def _local_day(t: float) -> str:
+    # the hall's day, by this machine's clock and time zone
+    return _datetime.fromtimestamp(t).date().isoformat()
 
 
 class Auth:
     """Who is who. Referees (their names and token digests, never the tokens) are kept in
-    `store` so that a phone keeps its identity, and its hold, across a server restart."""
+    `store` (one JSON line per join or removal, appended, so a join costs one short write
+    however many have joined) so that a phone keeps its identity, and its hold, across a
+    restart. Referees who joined on an earlier day are forgotten at start unless
+    `keep_across_days`: a new day's hall starts with no referee of yesterday's tokens.
+
+    PIN guessing is limited per client and channel (`pin_attempts_per_minute`, every
+    attempt), and per channel across all clients (`pin_failures_per_channel_minute` wrong
+    PINs): past that the channel's join locks for a minute, twice as long at each new lock
+    within the hour (up to an hour)."""
 
     def __init__(self, operator_token: str | None, pin_attempts_per_minute: int = 10,
-                 store: Path | None = None) -> None:
+                 store: Path | None = None, *, max_per_channel: int = 10000,
+                 pin_failures_per_channel_minute: int = 30,
+                 keep_across_days: bool = True, now: float | None = None) -> None:
         self.operator_token = operator_token or secrets.token_urlsafe(24)
         self.generated = operator_token is None
         self._operator_digest = digest(self.operator_token)
         self._referees: dict[bytes, Referee] = {}
         self._by_id: dict[str, Referee] = {}
+        self._by_channel: dict[str, dict[str, Referee]] = {}
         self._attempts: dict[str, deque[float]] = {}
         self._limit = pin_attempts_per_minute
+        self._channel_limit = pin_failures_per_channel_minute
+        self._failures: dict[str, deque[float]] = {}
+        self._locked_until: dict[str, float] = {}
+        self._locks: dict[str, deque[float]] = {}
+        self.max_per_channel = max_per_channel
         self._store = store
-        if store is not None and store.exists():
-            try:
-                for r in json.loads(store.read_text("utf-8"))["referees"]:
-                    ref = Referee(r["id"], r["channel"], r["name"], bytes.fromhex(r["digest"]),
-                                  r["joined"])
-                    self._referees[ref.token_digest] = ref
-                    self._by_id[ref.id] = ref
-            except (OSError, ValueError, KeyError, TypeError) as e:
-                log.error("%s is unreadable (%s): referees must join again", store, e)
+        self._load(keep_across_days, time.time() if now is None else now)
 
-    def _save(self) -> None:
-        if self._store is None:
+    # ------------------------------------------------------------------ the store
+    def _load(self, keep_across_days: bool, now: float) -> None:
+        store = self._store
+        if store is None:
             return
-        data = {"referees": [{"id": r.id, "channel": r.channel, "name": r.name,
-                              "digest": r.token_digest.hex(), "joined": r.joined}
-                             for r in self._by_id.values()]}
+        legacy = store.with_suffix(".json")
+        rows: list[dict[str, object]] = []
+        try:
+            if store.exists():
+                for line in store.read_text("utf-8").splitlines():
+                    if line.strip():
+                        try:
+                            rows.append(json.loads(line))
+                        except ValueError:
+                            log.warning("%s: an unreadable line is skipped", store)
+            elif legacy.exists():  # referees.json, one document rewritten at every join
+                rows = [{"op": "join", **r}
+                        for r in json.loads(legacy.read_text("utf-8"))["referees"]]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            log.error("%s is unreadable (%s): referees must join again", store, e)
+            rows = []
+        today = _local_day(now)
+        for r in rows:
+            try:
+                if r.get("op") == "remove":
+                    self._forget(str(r["id"]))
+                    continue
+                joined = r["joined"]
+                if not isinstance(joined, int | float):
+                    raise TypeError("joined")
+                ref = Referee(str(r["id"]), str(r["channel"]), str(r["name"]),
+                              bytes.fromhex(str(r["digest"])), float(joined))
+            except (KeyError, TypeError, ValueError):
+                log.warning("%s: a malformed referee is skipped", store)
+                continue
+            if keep_across_days or _local_day(ref.joined) == today:
+                self._add(ref)
+        dropped = sum(1 for r in rows if r.get("op") == "join") - len(self._by_id)
+        if dropped > 0:
+            log.info("%d referees of earlier days (or removed) are forgotten", dropped)
+        # the file again, with only who is left: it never grows past one day's joins
+        try:
+            self._rewrite()
+            if legacy.exists():
+                legacy.unlink()
+        except OSError as e:
+            log.warning("cannot rewrite %s (%s)", store, e)
+
+    def _row(self, r: Referee) -> dict[str, object]:
+        return {"op": "join", "id": r.id, "channel": r.channel, "name": r.name,
+                "digest": r.token_digest.hex(), "joined": r.joined}
+
+    def _rewrite(self) -> None:
+        assert self._store is not None
         self._store.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._store.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, ensure_ascii=False), "utf-8")
+        tmp.write_text("".join(json.dumps(self._row(r), ensure_ascii=False) + "\n"
+                               for r in self._by_id.values()), "utf-8")
         os.replace(tmp, self._store)
 
+    def _append(self, row: dict[str, object]) -> None:
+        if self._store is None:
+            return
+        self._store.parent.mkdir(parents=True, exist_ok=True)
+        data = (json.dumps(row, ensure_ascii=False) + "\n").encode()
+        fd = os.open(self._store, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            size = os.fstat(fd).st_size
+            try:
+                done = 0
+                while done < len(data):
+                    done += os.write(fd, data[done:])
+                os.fsync(fd)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)  # never half a line
+                raise
+        finally:
+            os.close(fd)
+
+    def _add(self, ref: Referee) -> None:
+        self._referees[ref.token_digest] = ref
+        self._by_id[ref.id] = ref
+        self._by_channel.setdefault(ref.channel, {})[ref.id] = ref
+
+    def _forget(self, rid: str) -> Referee | None:
+        ref = self._by_id.pop(rid, None)
+        if ref is not None:
+            self._referees.pop(ref.token_digest, None)
+            self._by_channel.get(ref.channel, {}).pop(rid, None)
+        return ref
+
+    # ------------------------------------------------------------------ who is who
     def identify(self, token: str | None) -> Principal:
         if not token:
             return VIEWER
@@ -107,29 +208,78 @@ class Auth:
             return Principal(Role.REFEREE, ref.channel, ref.id, ref.name)
         raise PermissionError("unknown or expired token: join again with the channel's PIN")
 
-    def check_pin_rate(self, client: str, now: float | None = None) -> None:
+    # ------------------------------------------------------------------ PIN guessing
+    def check_pin_rate(self, client: str, now: float | None = None,
+                       channel: str | None = None) -> None:
+        """Raise RateLimited if `client` (channel/address) tried too often, or if the
+        channel's join is locked after too many wrong PINs from anyone."""
         t = time.monotonic() if now is None else now
+        if channel is not None:
+            until = self._locked_until.get(channel, 0.0)
+            if t < until:
+                raise RateLimited(until - t, "too many wrong PINs on this channel")
         q = self._attempts.setdefault(client, deque())
         while q and t - q[0] > 60:
             q.popleft()
         if len(q) >= self._limit:
             raise RateLimited(60 - (t - q[0]))
         q.append(t)
+        if len(self._attempts) > 10000:  # forget clients that have gone quiet
+            for k in [k for k, v in self._attempts.items() if not v or t - v[-1] > 60]:
+                del self._attempts[k]
 
+    def pin_failed(self, channel: str, now: float | None = None) -> None:
+        """A wrong PIN on `channel`: enough of them, from anyone, lock its join."""
+        t = time.monotonic() if now is None else now
+        q = self._failures.setdefault(channel, deque())
+        q.append(t)
+        while q and t - q[0] > 60:
+            q.popleft()
+        if len(q) >= self._channel_limit:
+            locks = self._locks.setdefault(channel, deque())
+            while locks and t - locks[0] > 3600:
+                locks.popleft()
+            lock_s = min(60.0 * 2 ** len(locks), 3600.0)
+            locks.append(t)
+            self._locked_until[channel] = t + lock_s
+            q.clear()
+            log.warning("channel %s: %d wrong PINs in a minute; joining is locked for %.0f s "
+                        "(the operator can give a new PIN)", channel, self._channel_limit,
+                        lock_s)
+
+    def unlock(self, channel: str) -> None:
+        """A new PIN: the guesses at the old one no longer matter."""
+        self._locked_until.pop(channel, None)
+        self._failures.pop(channel, None)
+
+    # ------------------------------------------------------------------ referees
     def join(self, channel: str, name: str) -> tuple[Referee, str]:
+        """A new referee of `channel`; OSError if it cannot be recorded (nothing changes),
+        TooManyReferees if the channel is full."""
+        if len(self._by_channel.get(channel, {})) >= self.max_per_channel:
+            raise TooManyReferees(f"channel {channel} has {self.max_per_channel} referees, "
+                                  "the most it takes")
         token = secrets.token_urlsafe(24)
         rid = "r" + secrets.token_hex(4)
+        while rid in self._by_id:
+            rid = "r" + secrets.token_hex(4)
         ref = Referee(rid, channel, name, digest(token))
-        self._referees[ref.token_digest] = ref
-        self._by_id[rid] = ref
-        self._save()
+        self._append(self._row(ref))
+        self._add(ref)
         return ref, token
+
+    def remove(self, rid: str) -> Referee | None:
+        """Forget a referee: its token dies at once. OSError if it cannot be recorded."""
+        if rid not in self._by_id:
+            return None
+        self._append({"op": "remove", "id": rid})
+        return self._forget(rid)
 
     def referee(self, rid: str) -> Referee | None:
         return self._by_id.get(rid)
 
     def referees(self, channel: str) -> list[Referee]:
-        return [r for r in self._by_id.values() if r.channel == channel]
+        return list(self._by_channel.get(channel, {}).values())
 
 
 def pin_matches(given: str, expected: str) -> bool:

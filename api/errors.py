@@ -78,5 +78,7 @@ def install_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_r: Request, e: StarletteHTTPException) -> JSONResponse:
-        hint = "see /docs for the API" if e.status_code in (404, 405) else ""
+        hint = ("see /docs for the API" if e.status_code in (404, 405)
+                else "send valid JSON of the request's schema (see /docs)"
+                if e.status_code == 400 else "")
         return JSONResponse(body("http_error", str(e.detail), hint), e.status_code)

@@ -4,8 +4,10 @@ its PIN, sharing one voice."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import logging
+import os
 import secrets
 from collections.abc import Callable
 from pathlib import Path
@@ -54,6 +56,9 @@ def public_view(state: dict[str, Any]) -> dict[str, Any]:
     has been read (a projector must not give a hint while it matters)."""
     out = copy.deepcopy(state)
     out.pop("pin", None)
+    # a projector shows whose hand is up, never who has joined: only those names go out
+    if "referees" in out:
+        out["referees"] = [r for r in out["referees"] if r.get("holding")]
     m = out.get("match")
     if m:
         if m.get("segment"):
@@ -68,42 +73,103 @@ def public_view(state: dict[str, Any]) -> dict[str, Any]:
 
 class ChannelService:
     def __init__(self, name: str, hub: Hub, pin: str, auth: Auth,
-                 debounce_s: float = 0.0) -> None:
+                 debounce_s: float = 0.0, *, changes_per_s: float = 1e9,
+                 changes_burst: int = 1000000, pin_path: Path | None = None,
+                 pin_digits: int = 6) -> None:
         self.name = name
         self.hub = hub
         self.pin = pin
         self.auth = auth
         self.debounce_s = debounce_s
+        self.changes_per_s = changes_per_s
+        self.changes_burst = changes_burst
+        self.pin_path = pin_path
+        self.pin_digits = pin_digits
         self.runtime: ChannelRuntime | None = None
         self._last_change: dict[str, float] = {}
+        self._tokens: dict[str, tuple[float, float]] = {}  # referee: (tokens, at)
         self._pending: dict[str, Hold | Release] = {}
+        self.deferred = 0  # hand changes that had to wait (bouncing thumbs, scripts)
         self.audio = ""
         self.seq = 0
         self._state: dict[str, Any] = {"channel": name, "audio": "", "match": None}
 
+    def _bucket(self, ref: str, now: float) -> float:
+        """The referee's change allowance now (a token bucket: `changes_burst` at most,
+        refilled at `changes_per_s`)."""
+        tokens, at = self._tokens.get(ref, (float(self.changes_burst), now))
+        return min(float(self.changes_burst), tokens + (now - at) * self.changes_per_s)
+
+    def _spend(self, ref: str, now: float) -> None:
+        self._tokens[ref] = (self._bucket(ref, now) - 1.0, now)
+        self._last_change[ref] = now
+        if len(self._tokens) > 4096:  # forget hands that have been still for a while
+            full = [k for k, (tok, at) in self._tokens.items()
+                    if k not in self._pending and tok + (now - at) * self.changes_per_s
+                    >= self.changes_burst]
+            for k in full:
+                self._tokens.pop(k, None)
+                self._last_change.pop(k, None)
+
     async def hand(self, event: Hold | Release) -> None:
-        """A referee's hand goes up or down. With a debounce, a change that follows the
-        previous one too closely (a bouncing thumb) waits for the end of the window and only
-        the last intent is applied: the match always ends up where the hand finally is."""
+        """A referee's hand goes up or down. A change that follows the previous one too
+        closely (within the debounce window: a bouncing thumb) or too often (past the
+        referee's rate: a script) waits, and only the last intent is applied when it may:
+        the match always ends up where the hand finally is, and no referee can make the
+        channel write a journal line per message."""
         assert self.runtime is not None
         ref = event.referee
         loop = asyncio.get_running_loop()
         now = loop.time()
-        wait = self._last_change.get(ref, -1e9) + self.debounce_s - now
-        if self.debounce_s <= 0 or (wait <= 0 and ref not in self._pending):
-            self._last_change[ref] = now
+        wait = max(self._last_change.get(ref, -1e9) + self.debounce_s - now,
+                   (1.0 - self._bucket(ref, now)) / self.changes_per_s)
+        if wait <= 0 and ref not in self._pending:
+            self._spend(ref, now)
             await self.runtime.submit(event)
             return
         first = ref not in self._pending
         self._pending[ref] = event
+        self.deferred += 1
         if first:
             loop.call_later(max(wait, 0.0), self._flush, ref)
 
     def _flush(self, ref: str) -> None:
         event = self._pending.pop(ref, None)
         if event is not None and self.runtime is not None:
-            self._last_change[ref] = asyncio.get_running_loop().time()
+            self._spend(ref, asyncio.get_running_loop().time())
             self.runtime.post(event)
+
+    def rotate_pin(self) -> str:
+        """A new PIN for the channel (kept across restarts); OSError if it cannot be kept.
+        Referees who joined keep their tokens; guesses at the old PIN no longer count."""
+        pin = new_pin(self.pin_digits)
+        if self.pin_path is not None:
+            self.pin_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.pin_path.with_suffix(".tmp")
+            tmp.write_text(pin, "utf-8")
+            os.replace(tmp, self.pin_path)
+        self.pin = pin
+        self.auth.unlock(self.name)
+        self.broadcast()
+        return pin
+
+    async def remove_referee(self, rid: str) -> bool:
+        """Forget a referee of this channel: its token dies, its hand is lowered and its
+        connections are closed. False if it is not one of this channel's."""
+        ref = self.auth.referee(rid)
+        if ref is None or ref.channel != self.name:
+            return False
+        self.auth.remove(rid)  # OSError if the removal cannot be recorded: nothing changed
+        self._pending.pop(rid, None)
+        if self.runtime is not None:
+            m = self._state.get("match") or {}
+            if any(h["referee"] == rid for h in m.get("holds", [])):
+                await self.runtime.submit(Release(rid))
+        for c in [c for c in self.hub.clients if c.referee == rid]:
+            self.hub.remove(c)
+            asyncio.get_running_loop().create_task(_close(c.close, "removed by the operator"))
+        self.broadcast()
+        return True
 
     def on_state(self, state: dict[str, Any]) -> None:
         self._state = state
@@ -132,15 +198,26 @@ class ChannelService:
         self.hub.publish(op, public_view(op))
 
 
-def _pin(path: Path) -> str:
-    """The channel's PIN, kept across restarts so that the QR codes on the mats stay valid."""
+async def _close(close: Callable[[int, str], Any], reason: str) -> None:
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(2):
+            await close(1008, reason)
+
+
+def new_pin(digits: int) -> str:
+    return f"{secrets.randbelow(10 ** digits):0{digits}d}"
+
+
+def _pin(path: Path, digits: int = 6) -> str:
+    """The channel's PIN, kept across restarts so that the QR codes on the mats stay valid.
+    A kept PIN shorter than `digits` (the 4-digit PINs of old) is replaced."""
     try:
         pin = path.read_text("utf-8").strip()
-        if pin.isdigit() and 4 <= len(pin) <= 8:
+        if pin.isdigit() and digits <= len(pin) <= 12:
             return pin
     except OSError:
         pass
-    pin = f"{secrets.randbelow(10000):04d}"
+    pin = new_pin(digits)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(pin, "utf-8")
@@ -157,11 +234,15 @@ class Hall:
         self.auth = auth
         self.make_sink = make_sink
         self.channels: dict[str, ChannelService] = {}
+        digits = config.server.security.pin_digits
+        refs = config.server.referees
         for ch in config.server.channels:
-            pin = _pin(config.journal_dir / ch.name / "pin")
+            pin_path = config.journal_dir / ch.name / "pin"
             self.channels[ch.name] = ChannelService(
-                ch.name, Hub(config.server.client_queue), pin, auth,
+                ch.name, Hub(config.server.client_queue), _pin(pin_path, digits), auth,
                 config.server.hold_debounce_ms / 1000.0,
+                changes_per_s=refs.changes_per_s, changes_burst=refs.changes_burst,
+                pin_path=pin_path, pin_digits=digits,
             )
 
     async def start(self) -> None:

@@ -6,12 +6,14 @@ import re
 import socket
 import sys
 from typing import TextIO
+from urllib.parse import unquote_plus
 
 import uvicorn
 
 from reader.config import Config
 
 from .app import create_app
+from .guards import uvicorn_options
 from .hall import Hall
 
 
@@ -57,18 +59,34 @@ def banner(hall: Hall, host: str, port: int, token: str, generated: bool,
 
 class RedactSecrets(logging.Filter):
     """Access logs print request lines: a WebSocket's `?token=` and a join link's `?pin=`
-    must never reach them."""
+    must never reach them. The query is redacted as the server's parser reads it: a key is
+    percent-decoded (and `+` is a space) before it is compared, so `?%74oken=` (which
+    authenticates as `token`) is redacted too."""
 
-    PATTERN = re.compile(r"((?:token|pin)=)[^&\s\"']+")
+    SECRET_KEYS = frozenset({"token", "pin"})
+    QUERY = re.compile(r"\?([^\s\"']*)")
+
+    @classmethod
+    def redact(cls, text: str) -> str:
+        def query(m: re.Match[str]) -> str:
+            parts = []
+            for part in m.group(1).split("&"):
+                key, eq, _value = part.partition("=")
+                if eq and unquote_plus(key).strip().lower() in cls.SECRET_KEYS:
+                    part = f"{key}=***"
+                parts.append(part)
+            return "?" + "&".join(parts)
+
+        return cls.QUERY.sub(query, text)
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.args:
             record.args = tuple(
-                self.PATTERN.sub(r"\1***", a) if isinstance(a, str) else a
+                self.redact(a) if isinstance(a, str) else a
                 for a in (record.args if isinstance(record.args, tuple) else (record.args,))
             )
         if isinstance(record.msg, str):
-            record.msg = self.PATTERN.sub(r"\1***", record.msg)
+            record.msg = self.redact(record.msg)
         return True
 
 
@@ -81,7 +99,7 @@ def serve(config: Config, host: str | None = None, port: int | None = None) -> i
 
     app = create_app(config, on_ready=ready)
     ucfg = uvicorn.Config(app, host=h, port=p, log_level="info", ws_max_size=65536,
-                          ws="websockets-sansio")
+                          ws="websockets-sansio", **uvicorn_options(config))
     for name in ("uvicorn.access", "uvicorn.error", "uvicorn"):
         logging.getLogger(name).addFilter(RedactSecrets())
     uvicorn.Server(ucfg).run()

@@ -4,10 +4,11 @@ An unknown key, a wrong type or an impossible value raises ConfigError naming th
 dotted path) and what is allowed there. Units are in the names (`_s` seconds, `_ms`).
 """
 
+import ipaddress
 import os
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -148,7 +149,46 @@ class ChannelConfig(Frozen):
 class SecurityConfig(Frozen):
     operator_token: str | None = Field(None, min_length=16)
     allowed_origins: tuple[str, ...] = ()
-    pin_attempts_per_minute: int = Field(10, ge=1, le=1000)
+    # names (besides IP addresses, localhost, this machine's names and public_url's host)
+    # that the server answers to: anything else is refused (DNS rebinding)
+    allowed_hosts: tuple[Annotated[str, Field(pattern=r"^[A-Za-z0-9.-]{1,253}$")], ...] = ()
+    # proxies whose X-Forwarded-For / X-Forwarded-Proto are believed; none by default, so
+    # that no process on this machine can pose as many clients to guess a PIN
+    trusted_proxies: tuple[str, ...] = ()
+    pin_digits: int = Field(6, ge=6, le=12)
+    pin_attempts_per_minute: int = Field(10, ge=1, le=1000)  # per client and channel
+    # wrong PINs a minute, from all clients together, before the channel's join locks
+    # for a minute, then twice as long each time it locks again within the hour
+    pin_failures_per_channel_minute: int = Field(30, ge=1, le=10000)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _addresses(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for a in v:
+            try:
+                ipaddress.ip_network(a, strict=False)
+            except ValueError:
+                raise ValueError(f"{a!r} is not an IP address or network") from None
+        return v
+
+
+class LimitsConfig(Frozen):
+    """What one request may carry: a match's request is under 3 KB, a browser's headers
+    under 2 KB."""
+
+    body_bytes: int = Field(32768, ge=1024, le=10_000_000)
+    header_bytes: int = Field(16384, ge=1024, le=1_000_000)
+    headers: int = Field(64, ge=8, le=1000)
+
+
+class RefereesConfig(Frozen):
+    max_per_channel: int = Field(100, ge=1, le=10000)
+    # a referee's hand may change this often (raise, lower) with bursts of `changes_burst`;
+    # faster changes (a bouncing thumb, a script) wait, and only the last one counts
+    changes_per_s: float = Field(2.0, gt=0, le=100)
+    changes_burst: int = Field(8, ge=1, le=1000)
+    # false: referees who joined on an earlier day are forgotten at start (tokens die)
+    keep_across_days: bool = False
 
 
 class ServerConfig(Frozen):
@@ -160,6 +200,8 @@ class ServerConfig(Frozen):
                                    max_length=200)
     channels: tuple[ChannelConfig, ...] = (ChannelConfig(name="main"),)
     security: SecurityConfig = SecurityConfig()
+    limits: LimitsConfig = LimitsConfig()
+    referees: RefereesConfig = RefereesConfig()
     client_queue: int = Field(64, ge=1, le=10000)
     hold_debounce_ms: float = Field(0.0, ge=0, le=5000)
 

@@ -123,12 +123,12 @@ def test_referee_joins_with_pin_and_holds_only_its_own_hand(client):
 
 
 def test_wrong_pin_and_rate_limit(client):
-    bad = client.post("/api/channels/main/referees", json={"pin": "99999", "name": "x"})
+    bad = client.post("/api/channels/main/referees", json={"pin": "9999999", "name": "x"})
     assert bad.status_code == 403 and bad.json()["error"] == "wrong_pin"
-    codes = [client.post("/api/channels/main/referees", json={"pin": "99999", "name": "x"})
+    codes = [client.post("/api/channels/main/referees", json={"pin": "9999999", "name": "x"})
              .status_code for _ in range(12)]
     assert codes[:9] == [403] * 9 and codes[-1] == 429
-    r = client.post("/api/channels/main/referees", json={"pin": "99999", "name": "x"})
+    r = client.post("/api/channels/main/referees", json={"pin": "9999999", "name": "x"})
     assert int(r.headers["retry-after"]) > 0
 
 

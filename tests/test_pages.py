@@ -206,7 +206,7 @@ def monotonic_of(page: Page, expression: str) -> float:
 def test_referee_joins_with_the_pin_keeps_its_identity_and_language(
         server: Server, pages: Pages) -> None:
     pin = httpx2.get(f"{server.base}/api/channels/main/pin", headers=server.op).json()["pin"]
-    wrong = f"{(int(pin) + 1) % 10000:04d}"
+    wrong = f"{(int(pin) + 1) % 10 ** len(pin):0{len(pin)}d}"
     ref = pages.open(f"/referee/main?pin={wrong}", phone=True)
     expect(ref.locator("#pin")).to_have_value(wrong)  # prefilled from the link
     ref.fill("#name", "mat 1")

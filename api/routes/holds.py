@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Path, Request
 
 from reader.events import OPERATOR, SYSTEM_PREFIX, Hold, Release
 
@@ -12,7 +12,7 @@ from ..auth import Principal, Role
 from ..deps import Ch, Who, auth_of, view
 from ..errors import ApiError
 from ..hall import ChannelService
-from ..models import HoldRequest
+from ..models import REFEREE_ID, HoldRequest
 
 router = APIRouter(tags=["holds"])
 
@@ -36,8 +36,11 @@ def hold_target(svc: ChannelService, p: Principal, referee: str) -> str:
     return referee
 
 
+RefereePath = Annotated[str, Path(pattern=REFEREE_ID)]
+
+
 @router.put("/api/channels/{ch}/holds/{referee}")
-async def raise_hold(svc: Ch, p: Who, referee: str, request: Request,
+async def raise_hold(svc: Ch, p: Who, referee: RefereePath, request: Request,
                      body: HoldRequest | None = None) -> dict[str, Any]:
     rid = hold_target(svc, p, referee)
     ref = auth_of(request).referee(rid)
@@ -48,7 +51,7 @@ async def raise_hold(svc: Ch, p: Who, referee: str, request: Request,
 
 
 @router.delete("/api/channels/{ch}/holds/{referee}")
-async def lower_hold(svc: Ch, p: Who, referee: str) -> dict[str, Any]:
+async def lower_hold(svc: Ch, p: Who, referee: RefereePath) -> dict[str, Any]:
     rid = hold_target(svc, p, referee)
     await svc.hand(Release(rid))
     return view(svc, p)

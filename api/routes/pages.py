@@ -3,6 +3,7 @@ fetched from outside the hall's own server."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from fastapi import APIRouter
@@ -61,12 +62,21 @@ async def strings() -> Response:
                     headers={"Cache-Control": "no-cache"})
 
 
+_STATIC_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
+
+
 @router.get("/static/{name}")
 async def static(name: str) -> Response:
-    if "/" in name or name.startswith("."):
-        raise ApiError(404, "not_found", f"no static file {name!r}")
+    # a name is checked before it touches the file system: no path, no dot-file, and no
+    # name longer than the file system takes (ENAMETOOLONG would be a 500)
+    if not _STATIC_NAME.fullmatch(name):
+        raise ApiError(404, "not_found", f"no static file {name[:60]!r}")
     f = STATIC / name
-    if not f.is_file():
+    try:
+        found = f.is_file()
+    except OSError:
+        found = False
+    if not found:
         raise ApiError(404, "not_found", f"no static file {name!r}")
     ext = name.rsplit(".", 1)[-1]
     return Response(f.read_bytes(), media_type=_TYPES.get(ext, "application/octet-stream"),

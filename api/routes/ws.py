@@ -3,11 +3,11 @@ referees (and the operator) send hold / release; anyone may ping."""
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from pydantic import TypeAdapter, ValidationError
 
 from reader.config import Config
 from reader.errors import ReaderError
@@ -15,7 +15,10 @@ from reader.events import OPERATOR, Hold, Release
 
 from ..auth import Auth, Principal, Role
 from ..deps import token_of, view
+from ..errors import ApiError
 from ..hall import ChannelService, Hall
+from ..models import WsHold, WsMessage, WsPing, WsRelease
+from .holds import hold_target
 
 log = logging.getLogger("yomite.api")
 
@@ -51,7 +54,9 @@ async def ws(websocket: WebSocket, ch: str) -> None:
     try:
         while True:
             text = await websocket.receive_text()
-            await _message(svc, p, client, text)
+            if not await _message(svc, auth, p, client, text):
+                await websocket.close(code=1008, reason="removed by the operator")
+                break
     except WebSocketDisconnect:
         pass
     except Exception as e:  # a per-client edge: log, drop this client only
@@ -62,36 +67,54 @@ async def ws(websocket: WebSocket, ch: str) -> None:
             svc.broadcast()
 
 
-async def _message(svc: ChannelService, p: Principal, client: Any, text: str) -> None:
+_messages: TypeAdapter[WsHold | WsRelease | WsPing] = TypeAdapter(WsMessage)
+
+
+async def _message(svc: ChannelService, auth: Auth, p: Principal, client: Any,
+                   text: str) -> bool:
+    """Apply one message; False when the connection must end (the referee was removed)."""
     if len(text) > 4096:
         svc.hub.send_to(client, {"type": "error", "error": "too_large",
                                  "detail": "messages are at most 4096 bytes"})
-        return
+        return True
     try:
-        msg = json.loads(text)
-        kind = msg["type"] if isinstance(msg, dict) else None
-    except (ValueError, KeyError, TypeError):
-        kind = None
-    if kind == "ping":
+        msg = _messages.validate_json(text)
+    except (ValidationError, RecursionError, ValueError) as e:
+        detail = 'send {"type": "hold"}, {"type": "release"} or {"type": "ping"}'
+        if isinstance(e, ValidationError) and e.errors():
+            err = e.errors()[0]
+            where = ".".join(str(x) for x in err.get("loc", ())) or "message"
+            detail = f"{where}: {err.get('msg')}; {detail}"
+        svc.hub.send_to(client, {"type": "error", "error": "bad_message", "detail": detail})
+        return True
+    if isinstance(msg, WsPing):
         svc.hub.send_to(client, {"type": "pong", "seq": svc.seq})
-        return
-    if kind not in ("hold", "release"):
-        svc.hub.send_to(client, {"type": "error", "error": "bad_message",
-                                 "detail": 'send {"type": "hold"} or {"type": "release"}'})
-        return
-    if p.role is Role.OPERATOR:
-        rid = str(msg.get("referee") or OPERATOR)
-    elif p.role is Role.REFEREE and p.channel == svc.name and p.referee:
-        rid = p.referee
-    else:
+        return True
+    if p.role is Role.REFEREE and p.referee and auth.referee(p.referee) is None:
+        svc.hub.send_to(client, {"type": "error", "error": "unauthorized",
+                                 "detail": "this referee was removed: join again"})
+        return False
+    if p.role is Role.VIEWER or (p.role is Role.REFEREE and p.channel != svc.name):
         svc.hub.send_to(client, {"type": "error", "error": "forbidden",
                                  "detail": "only a referee of this channel may hold"})
-        return
-    ev: Hold | Release = Hold(rid, p.name) if kind == "hold" else Release(rid)
+        return True
+    # the same rule as PUT/DELETE .../holds/{referee}: a referee its own hand, the operator
+    # any but yomite's own
+    target = msg.referee or (p.referee if p.role is Role.REFEREE else OPERATOR)
+    try:
+        rid = hold_target(svc, p, target or "")
+    except ApiError as e:
+        svc.hub.send_to(client, {"type": "error", "error": e.code, "detail": e.detail})
+        return True
+    ev: Hold | Release = Hold(rid, p.name) if isinstance(msg, WsHold) else Release(rid)
     try:
         await svc.hand(ev)
     except ReaderError as e:
         svc.hub.send_to(client, {"type": "error", "error": "illegal_move", "detail": str(e)})
+    except Exception as e:  # a fault or a stopping channel: the socket says so and lives on
+        svc.hub.send_to(client, {"type": "error", "error": "unavailable",
+                                 "detail": str(e)[:300]})
+    return True
 
 
 def origin_ok(ws: WebSocket, config: Config) -> bool:

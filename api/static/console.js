@@ -22,7 +22,7 @@
     memorise: $("memorise"), cards: $("cards"), prepare: $("prepare"), qr: $("qr"), pin: $("pin"),
     loopback: $("loopback"), joinUrl: $("join-url"), displayUrl: $("display-url"),
     refCount: $("ref-count"), referees: $("referees"), csv: $("csv"), cardRows: $("card-rows"),
-    output: $("output"), audio: $("audio"),
+    output: $("output"), audio: $("audio"), newPin: $("new-pin"),
   };
 
   let token = null;
@@ -317,7 +317,32 @@
       { class: r.connected ? "on" : "off", dataset: { referee: r.id } },
       Y.el("span", { class: "dot", role: "img", "aria-label": t(r.connected ? "connected" : "not_connected") }),
       Y.el("span", { class: "who" }, r.name),
-      r.holding ? Y.el("span", { class: "badge" }, t("holding")) : "")));
+      r.holding ? Y.el("span", { class: "badge" }, t("holding")) : "",
+      removeButton(r))));
+  }
+
+  // two presses, like abort: the first arms the button for 4 s
+  function twoPress(button, label, armedLabel, action) {
+    if (!button.classList.contains("armed")) {
+      button.classList.add("armed");
+      button.textContent = t(armedLabel);
+      setTimeout(() => {
+        button.classList.remove("armed");
+        button.textContent = t(label);
+      }, 4000);
+      return;
+    }
+    button.classList.remove("armed");
+    button.textContent = t(label);
+    action();
+  }
+
+  function removeButton(r) {
+    const b = Y.el("button", { type: "button", class: "btn small remove",
+                               "aria-label": `${t("remove_referee")}: ${r.name}` }, t("remove_referee"));
+    b.addEventListener("click", () => twoPress(b, "remove_referee", "remove_referee_confirm",
+      () => act(() => Y.api("DELETE", chPath(`/referees/${encodeURIComponent(r.id)}`), { token }))));
+    return b;
   }
 
   function renderAudio(s) {
@@ -451,6 +476,15 @@
   }));
 
   ui.resume.addEventListener("click", () => act(() => Y.api("POST", chPath("/match/resume"), { token })));
+  ui.newPin.addEventListener("click", () => twoPress(ui.newPin, "new_pin", "new_pin_confirm",
+    async () => {
+      try {
+        await Y.api("POST", chPath("/pin"), { token });
+        await loadJoin();
+      } catch (e) {
+        Y.showError(e);
+      }
+    }));
   ui.extra.addEventListener("click", () => act(() => Y.api("POST", chPath("/match/extra-card"), { token })));
   ui.next.addEventListener("click", () => act(prepare));
 

@@ -209,10 +209,10 @@
     e.preventDefault();
     const pin = ui.pin.value.trim();
     const name = ui.name.value.trim();
-    if (!/^[0-9]{4,8}$/.test(pin)) {
+    if (!/^[0-9]{6,12}$/.test(pin)) {
       ui.pin.setAttribute("aria-invalid", "true");
       ui.pin.focus();
-      Y.showError(new Y.ApiError(0, "pin", t("pin_label") + ": 0-9 × 4–8", ""));
+      Y.showError(new Y.ApiError(0, "pin", t("pin_label") + ": 0-9 × 6–12", ""));
       return;
     }
     ui.pin.removeAttribute("aria-invalid");

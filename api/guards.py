@@ -1,0 +1,289 @@
+"""Guards at the door: what is refused before a request reaches a route, and before anything
+is known of who sends it.
+
+- The request head (request line and headers) is capped in the HTTP protocol itself, while it
+  arrives: more than `server.limits.header_bytes`, or more than `server.limits.headers`
+  headers, is answered 431 and the connection closed, so a client cannot make the server hold
+  a 50 MB header (httptools has no limit of its own). WebSocket handshakes pass through the
+  same protocol.
+- A request body is capped at `server.limits.body_bytes` (413): a declared Content-Length
+  over the cap is refused before one byte of the body is read, a chunked body as soon as it
+  passes the cap.
+- The Host header must name this server (DNS rebinding: a page on a foreign name that
+  resolves to the hall's address would otherwise reach the API with the victim's browser):
+  an IP address (a browser sends one only to a page loaded from that address), `localhost`,
+  this machine's names, `server.public_url`'s host, or `server.security.allowed_hosts`.
+- Pages get a strict Content-Security-Policy (scripts, styles and connections only from the
+  server itself, no framing: a 止める button cannot be clickjacked), and every response
+  `nosniff` and `no-referrer` (a join link carries the PIN).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import socket
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from reader.config import Config
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+            "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; "
+            "form-action 'self'; frame-ancestors 'none'")
+
+
+def _error(code: str, detail: str, hint: str) -> bytes:
+    return json.dumps({"error": code, "detail": detail, "hint": hint}).encode()
+
+
+async def _respond(send: Send, status: int, body: bytes, close: bool = False) -> None:
+    headers = [(b"content-type", b"application/json"),
+               (b"content-length", str(len(body)).encode())]
+    if close:  # the rest of the request is not read: the connection cannot be reused
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+# ---------------------------------------------------------------------- the request head
+def limited_http(header_bytes: int, max_headers: int) -> type:
+    """uvicorn's httptools protocol with a cap on the request head (431)."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    # a chunk read from the socket may end a request's body and begin the next one's head:
+    # an unfinished head is refused once more than a whole read past the cap has arrived
+    # since it began, so memory stays bounded and no honest head is refused
+    slack = 65536
+
+    class LimitedHttpToolsProtocol(HttpToolsProtocol):
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._yh_in_head = True
+            self._yh_fed = 0
+            self._yh_size = 0
+            self._yh_count = 0
+            self._yh_refused: str | None = None
+
+        def on_url(self, url: bytes) -> None:
+            self._yh_size += len(url)
+            if self._yh_size > header_bytes:
+                self._yh_refuse(f"the request line is over {header_bytes} bytes")
+            super().on_url(url)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            self._yh_size += len(name) + len(value) + 4
+            self._yh_count += 1
+            if self._yh_count > max_headers:
+                self._yh_refuse(f"more than {max_headers} headers")
+            if self._yh_size > header_bytes:
+                self._yh_refuse(f"the headers are over {header_bytes} bytes")
+            super().on_header(name, value)
+
+        def on_headers_complete(self) -> None:
+            self._yh_in_head = False
+            super().on_headers_complete()
+
+        def _yh_refuse(self, why: str) -> None:
+            self._yh_refused = why
+            raise ValueError(why)  # stops the parser: httptools raises HttpParserCallbackError
+
+        def data_received(self, data: bytes) -> None:
+            if getattr(self, "_yh_refused", None) is not None:
+                return
+            super().data_received(data)
+            if getattr(self, "_yh_in_head", False) and self._yh_refused is None:
+                self._yh_fed += len(data)
+                if self._yh_fed > header_bytes + slack:
+                    self._yh_refused = f"the request head is over {header_bytes} bytes"
+            if self._yh_refused is not None and not self.transport.is_closing():
+                self._yh_send_431(self._yh_refused)
+
+        def send_400_response(self, msg: str) -> None:
+            refused: str | None = getattr(self, "_yh_refused", None)
+            if refused is not None:
+                self._yh_send_431(refused)
+            else:
+                super().send_400_response(msg)
+
+        def _yh_send_431(self, why: str) -> None:
+            if self.transport.is_closing():
+                return
+            body = _error("headers_too_large", why,
+                          "send fewer or shorter headers (a browser's own are far below)")
+            self.transport.write(
+                b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+                b"content-type: application/json\r\ncontent-length: "
+                + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n" + body)
+            self.transport.close()
+
+    return LimitedHttpToolsProtocol
+
+
+# ---------------------------------------------------------------------- the body
+class BodyLimit:
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    def _refusal(self, size: str) -> bytes:
+        return _error("body_too_large", f"the request body is {size}; at most "
+                      f"{self.max_bytes} bytes", "send a smaller body (see /docs)")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = self.max_bytes + 1
+                if declared > self.max_bytes:
+                    await _respond(send, 413, self._refusal(f"{declared} bytes"), close=True)
+                    return
+        seen = 0
+        started = refused = False
+
+        async def counted() -> Message:
+            # past the cap the 413 is sent from here and the app is told the client left:
+            # raising would not do (FastAPI turns an error while reading a body into a 400)
+            nonlocal seen, refused
+            if refused:
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    refused = True
+                    if not started:
+                        await _respond(send, 413, self._refusal(f"over {self.max_bytes} bytes"),
+                                       close=True)
+                    return {"type": "http.disconnect"}
+            return message
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            if refused:
+                return  # whatever the app answers after the refusal goes nowhere
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        await self.app(scope, counted, watched)
+
+
+# ---------------------------------------------------------------------- the host
+def own_hosts(config: Config) -> frozenset[str]:
+    """The names this server answers to (IP addresses are always accepted)."""
+    names = {"localhost", "localhost.localdomain"}
+    try:
+        host = socket.gethostname()
+        names |= {host, f"{host}.local", socket.getfqdn()}
+    except OSError:
+        pass
+    if config.server.public_url:
+        h = urlsplit(config.server.public_url).hostname
+        if h:
+            names.add(h)
+    if config.server.host not in ("0.0.0.0", "::", ""):
+        names.add(config.server.host)
+    names |= set(config.server.security.allowed_hosts)
+    return frozenset(n.lower().rstrip(".") for n in names if n)
+
+
+def host_of(value: str) -> str:
+    """The host part of a Host header ("[::1]:8080" -> "::1", "a.b:80" -> "a.b")."""
+    v = value.strip().lower()
+    if v.startswith("["):
+        return v[1:v.find("]")] if "]" in v else v
+    return v.rsplit(":", 1)[0] if v.count(":") == 1 else v
+
+
+def is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+class HostCheck:
+    def __init__(self, app: ASGIApp, config: Config) -> None:
+        self.app = app
+        self.names = own_hosts(config)
+
+    def allowed(self, host: str) -> bool:
+        h = host_of(host).rstrip(".")
+        return bool(h) and (is_ip(h) or h in self.names)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        host = next((v.decode("latin-1") for k, v in scope.get("headers", ())
+                     if k == b"host"), "")
+        # Starlette's in-process TestClient is no network peer: no name can be rebound there
+        in_process = (scope.get("client") or ("",))[0] == "testclient"
+        if in_process or self.allowed(host):
+            await self.app(scope, receive, send)
+            return
+        shown = host[:80]
+        if scope["type"] == "websocket":
+            await receive()  # websocket.connect
+            await send({"type": "websocket.close", "code": 1008,
+                        "reason": "this server does not answer to that name"[:120]})
+            return
+        await _respond(send, 421, _error(
+            "unknown_host", f"this server does not answer to the name {shown!r}",
+            "open it by its address, or add the name to server.security.allowed_hosts"))
+
+
+# ---------------------------------------------------------------------- response headers
+class SecurityHeaders:
+    """nosniff and no-referrer on every response; the strict CSP and no framing on pages."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        docs = scope.get("path", "").startswith(("/docs", "/redoc"))
+
+        async def add_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", ()))
+                headers += [(b"x-content-type-options", b"nosniff"),
+                            (b"referrer-policy", b"no-referrer")]
+                ctype = next((v for k, v in headers if k == b"content-type"), b"")
+                if ctype.startswith(b"text/html"):
+                    headers.append((b"x-frame-options", b"DENY"))
+                    if not docs:  # FastAPI's API docs page is built with an inline script
+                        headers.append((b"content-security-policy", PAGE_CSP.encode()))
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, add_headers)
+
+
+def uvicorn_options(config: Config) -> dict[str, Any]:
+    """What `yomite serve` gives uvicorn: the capped HTTP protocol, forwarded headers trusted
+    only from configured proxies, and a bounded graceful shutdown."""
+    lim, sec = config.server.limits, config.server.security
+    return {
+        "http": limited_http(lim.header_bytes, lim.headers),
+        "proxy_headers": bool(sec.trusted_proxies),
+        "forwarded_allow_ips": list(sec.trusted_proxies) or None,
+        "timeout_graceful_shutdown": 5,
+    }
