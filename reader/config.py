@@ -5,6 +5,7 @@ dotted path) and what is allowed there. Units are in the names (`_s` seconds, `_
 """
 
 import ipaddress
+import json
 import os
 from enum import StrEnum
 from pathlib import Path
@@ -270,9 +271,15 @@ def parse_config(data: Any, source: str = "config") -> Config:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of sections, not {data!r}")
     try:
-        return Config.model_validate(data)
+        return Config.model_validate_json(_as_json(data), strict=True)
     except ValidationError as e:
         raise explain(e, source) from None
+
+
+def _as_json(data: Any) -> str:
+    """Values are validated as JSON, strictly: `true` is not a count and "3" is not a number
+    (YAML's dates and other odd scalars become strings, refused where a number is due)."""
+    return json.dumps(data, ensure_ascii=False, default=str)
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> Config:
@@ -294,7 +301,7 @@ def with_match_overrides(match: MatchConfig, overrides: dict[str, Any]) -> Match
     """A match's settings with per-match overrides (same keys as config.yaml's `match`)."""
     merged = _deep_merge(match.model_dump(mode="json"), overrides)
     try:
-        return MatchConfig.model_validate(merged)
+        return MatchConfig.model_validate_json(_as_json(merged), strict=True)
     except ValidationError as e:
         raise explain(e, "overrides", MatchConfig) from None
 
