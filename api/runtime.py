@@ -41,7 +41,9 @@ from reader.events import (
     JOURNAL,
     RECOVERED,
     Abort,
+    Bow,
     ClearHolds,
+    Close,
     Event,
     ExtraCard,
     Hold,
@@ -55,6 +57,9 @@ from reader.programme import Phase
 from reader.snapshot import Snapshot
 
 log = logging.getLogger("yomite.runtime")
+
+# phases in which nothing is being read and a new match may be prepared
+ENDED = (Phase.READY, Phase.FINISHED, Phase.CLOSED, Phase.ABORTED)
 
 
 class VoiceLike(Protocol):
@@ -79,9 +84,9 @@ class AudioFault:
 Item = PrepareMatch | AudioFault | Event
 
 # phases with nothing to pause
-_AT_REST = (Phase.READY, Phase.FINISHED, Phase.ABORTED)
+_AT_REST = ENDED
 # moves that take the reading forward: refused while the journal cannot record them
-_FORWARD = (Start, ExtraCard, ClearHolds, PrepareMatch)
+_FORWARD = (Bow, Start, ExtraCard, Close, ClearHolds, PrepareMatch)
 # what a journal failure during an item does not make a failure of that item: a hand, an
 # abort, the passing of time (their effect, a stop, never waits for the journal)
 _STOPS = (Hold, Release, Abort, Tick, AudioFault)
@@ -403,11 +408,10 @@ class ChannelRuntime:
         self._carry_out(self.engine.handle(event))
 
     def _prepare(self, p: PrepareMatch) -> None:
-        if self.engine is not None and not self._broken and self.engine.phase not in (
-            Phase.READY, Phase.FINISHED, Phase.ABORTED
-        ):
+        if self.engine is not None and not self._broken and self.engine.phase not in ENDED:
             raise IllegalMove("prepare a new match", f"the match is {self.engine.phase.value}",
-                              "abort it first")
+                              "abort it first" if self.engine.phase is not Phase.CLOSING
+                              else "wait for the closing calls to end")
         match_cfg: MatchConfig = self.config.match
         if p.overrides:
             match_cfg = with_match_overrides(match_cfg, p.overrides)
@@ -478,8 +482,11 @@ class ChannelRuntime:
             contents = read_journal(path)
             engine = replay(contents)
         except (JournalError, OSError, ValueError, KeyError) as e:
-            log.error("channel %s: cannot recover %s (%s); starting empty", self.name, path, e)
-            return {"journal": str(path), "error": str(e)}
+            log.error("channel %s: cannot recover the latest match: %s; starting empty",
+                      self.name, e)
+            self.recovered = {"journal": str(path), "error": str(e)}
+            self._publish_state(None)
+            return self.recovered
         torn = contents.torn
         if torn is not None:
             log.warning("channel %s: dropped a torn last line of %s: %r", self.name, path,
@@ -497,7 +504,7 @@ class ChannelRuntime:
         self.recovered = {"journal": str(path), "records": len(contents.records),
                           "torn_line_dropped": torn is not None}
         try:
-            if engine.phase not in (Phase.READY, Phase.FINISHED, Phase.ABORTED):
+            if engine.phase not in ENDED:
                 self._event(Hold(RECOVERED, "recovered after a restart"))
                 self._start_prefetch(engine)
             else:
