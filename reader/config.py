@@ -5,7 +5,6 @@ dotted path) and what is allowed there. Units are in the names (`_s` seconds, `_
 """
 
 import ipaddress
-import json
 import os
 from enum import StrEnum
 from pathlib import Path
@@ -299,16 +298,64 @@ def parse_config(data: Any, source: str = "config") -> Config:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of sections, not {data!r}")
+    _refuse_coercions(Config, data, (), source)
     try:
-        return Config.model_validate_json(_as_json(data), strict=True)
+        return Config.model_validate(data)
     except ValidationError as e:
         raise explain(e, source) from None
 
 
-def _as_json(data: Any) -> str:
-    """Values are validated as JSON, strictly: `true` is not a count and "3" is not a number
-    (YAML's dates and other odd scalars become strings, refused where a number is due)."""
-    return json.dumps(data, ensure_ascii=False, default=str)
+def _scalars(annotation: Any) -> set[type]:
+    """The scalar types a field takes (through Optional, unions, Annotated and Literal)."""
+    args = getattr(annotation, "__args__", None)
+    origin = getattr(annotation, "__origin__", None)
+    if origin is Literal:
+        return {type(a) for a in args or ()}
+    if args and origin is not tuple and origin is not dict and origin is not list:
+        out: set[type] = set()
+        for a in args:
+            out |= _scalars(a)
+        return out
+    if isinstance(annotation, type):
+        if issubclass(annotation, str | Path):
+            return {str}
+        return {annotation}
+    return set()
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False  # pydantic says what is wrong with it
+    return True
+
+
+def _refuse_coercions(model: type[BaseModel], data: Any, loc: tuple[str | int, ...],
+                      source: str) -> None:
+    """No value is coerced into a number: `true` is not a card count and "3" is not 3
+    (pydantic's lax mode would take both), named by key like every other error."""
+    if not isinstance(data, dict):
+        return
+    for key, value in data.items():
+        field = model.model_fields.get(key) if isinstance(key, str) else None
+        if field is None:
+            continue
+        ann = field.annotation
+        where = (*loc, key)
+        kinds = _scalars(ann)
+        numeric = bool(kinds & {int, float})
+        if numeric and ((isinstance(value, bool) and bool not in kinds)
+                        or (isinstance(value, str) and str not in kinds and _numeric(value))):
+            raise ConfigError(f"{source}: {'.'.join(map(str, where))}: Input should be a "
+                              f"number, not {type(value).__name__} (got {value!r:.80})")
+        for sub in (ann, *getattr(ann, "__args__", ())):
+            if isinstance(sub, type) and issubclass(sub, BaseModel):
+                if isinstance(value, dict):
+                    _refuse_coercions(sub, value, where, source)
+                elif isinstance(value, list | tuple):
+                    for i, item in enumerate(value):
+                        _refuse_coercions(sub, item, (*where, i), source)
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> Config:
@@ -328,9 +375,10 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
 
 def with_match_overrides(match: MatchConfig, overrides: dict[str, Any]) -> MatchConfig:
     """A match's settings with per-match overrides (same keys as config.yaml's `match`)."""
+    _refuse_coercions(MatchConfig, overrides, (), "overrides")
     merged = _deep_merge(match.model_dump(mode="json"), overrides)
     try:
-        return MatchConfig.model_validate_json(_as_json(merged), strict=True)
+        return MatchConfig.model_validate(merged)
     except ValidationError as e:
         raise explain(e, "overrides", MatchConfig) from None
 
