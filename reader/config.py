@@ -208,6 +208,10 @@ class LimitsConfig(Frozen):
     body_bytes: int = Field(32768, ge=1024, le=10_000_000)
     header_bytes: int = Field(16384, ge=1024, le=1_000_000)
     headers: int = Field(64, ge=8, le=1000)
+    # messages a WebSocket of a referee or viewer may send (pings included), with bursts;
+    # past the rate the socket is read more slowly, and past a second burst it is closed
+    ws_messages_per_s: float = Field(50.0, gt=0, le=10000)
+    ws_burst: int = Field(200, ge=1, le=100000)
 
 
 class RefereesConfig(Frozen):

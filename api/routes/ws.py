@@ -3,6 +3,7 @@ referees (and the operator) send hold / release; anyone may ping."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -51,9 +52,22 @@ async def ws(websocket: WebSocket, ch: str) -> None:
     svc.hub.send_to(client, {"type": "state", **view(svc, p)})
     if client.referee:
         svc.broadcast()  # the console shows who is connected
+    lim = config.server.limits
+    # the operator's console is trusted; anyone else's socket is read at a bounded rate, so
+    # that no script can keep the event loop (and every other phone's hold) waiting
+    budget = None if p.role is Role.OPERATOR else Budget(lim.ws_messages_per_s, lim.ws_burst)
     try:
         while True:
             text = await websocket.receive_text()
+            if budget is not None:
+                wait = budget.take(asyncio.get_running_loop().time())
+                if wait is None:
+                    await websocket.close(code=1008, reason="too many messages")
+                    log.info("websocket on %s closed: too many messages (%s %s)", ch,
+                             p.role.value, p.referee or "")
+                    break
+                if wait > 0:
+                    await asyncio.sleep(wait)
             if not await _message(svc, auth, p, client, text):
                 await websocket.close(code=1008, reason="removed by the operator")
                 break
@@ -65,6 +79,34 @@ async def ws(websocket: WebSocket, ch: str) -> None:
         svc.hub.remove(client)
         if client.referee:
             svc.broadcast()
+
+
+class Budget:
+    """A socket's message allowance: `rate` a second with bursts of `burst`. `take` says how
+    long to wait before the message may be applied (the socket is then read no faster than
+    the rate), or None once `burst` messages have had to wait with no pause in between long
+    enough to win back half a burst: the sender does not slow down, and the socket is
+    closed."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self.rate, self.burst = rate, float(burst)
+        self.tokens = float(burst)
+        self.at: float | None = None
+        self.waited = 0  # messages in a row that had to wait
+
+    def take(self, now: float) -> float | None:
+        if self.at is not None:
+            self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        self.tokens -= 1.0
+        if self.tokens >= self.burst / 2:
+            self.waited = 0
+        if self.tokens >= 0:
+            return 0.0
+        self.waited += 1
+        if self.waited > self.burst:
+            return None
+        return -self.tokens / self.rate
 
 
 _messages: TypeAdapter[WsHold | WsRelease | WsPing] = TypeAdapter(WsMessage)
