@@ -87,3 +87,31 @@ def test_another_origin_cannot_frame_the_referee_page(server: Server, browser: B
         assert frame.locator("#join-button").count() == 0
     finally:
         ctx.close()
+
+
+def test_the_console_removes_a_referee_and_gives_a_new_pin(server: Server, browser: Browser):
+    pin = httpx2.get(f"{server.base}/api/channels/main/pin", headers=server.op).json()["pin"]
+    ref = httpx2.post(f"{server.base}/api/channels/main/referees",
+                      json={"pin": pin, "name": "mat 9"}).json()
+    ctx = browser.new_context(locale="ja-JP")
+    try:
+        page = ctx.new_page()
+        page.goto(f"{server.base}/console#token={TOKEN}")
+        expect(page.locator("#pin")).to_have_text(pin)
+        row = page.locator(f'#referees li[data-referee="{ref["referee"]}"]')
+        expect(row).to_contain_text("mat 9")
+        remove = row.locator("button.remove")
+        remove.click()
+        expect(remove).to_have_text("もう一度押すと削除")  # the first press only arms it
+        remove.click()
+        expect(row).to_have_count(0)
+        assert httpx2.get(f"{server.base}/api/session", headers={
+            "Authorization": f"Bearer {ref['token']}"}).status_code == 401
+        page.click("#new-pin")
+        page.click("#new-pin")
+        expect(page.locator("#pin")).not_to_have_text(pin)
+        new = httpx2.get(f"{server.base}/api/channels/main/pin", headers=server.op).json()["pin"]
+        expect(page.locator("#pin")).to_have_text(new)
+        assert len(new) == 6 and new != pin
+    finally:
+        ctx.close()
