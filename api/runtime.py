@@ -274,7 +274,12 @@ class ChannelRuntime:
             while True:
                 item, fut = await self._next()
                 self._current = fut
-                await self._handle(item, fut)
+                try:
+                    await self._handle(item, fut)
+                except Exception as e:  # _handle answers everything itself; a bug must not
+                    log.exception("channel %s: handling an item failed", self.name)  # end us
+                    if fut is not None and not fut.done():
+                        fut.set_exception(ChannelFault(f"{type(e).__name__}: {e}"))
                 self._current = None
         finally:
             self._fail_pending(ChannelStopped(f"channel {self.name} stopped"))
@@ -337,7 +342,7 @@ class ChannelRuntime:
         log.error("channel %s: %s failed: %s", self.name,
                   "planning" if item is None else event_name(item)
                   if not isinstance(item, PrepareMatch | AudioFault) else type(item).__name__,
-                  reason, exc_info=e)
+                  reason, exc_info=None if isinstance(e, AudioError | ReaderError) else e)
         self.fault = reason
         engine = self.engine
         try:
