@@ -93,27 +93,11 @@ def stops_within(s: Server, seconds: float) -> None:
 
 
 # ---------------------------------------------------------------------- render failure
-def test_a_text_no_voice_can_say_is_refused_where_it_enters(tmp_path):
+def test_a_text_no_voice_can_say_stops_the_start_naming_its_key(tmp_path):
     bad = Server(tmp_path, {"match": {"end_call": {"text": "x", "yomi": "abc"}},
                             "voice": {"engine": "estimate"}, "audio": {"output": "null"}}, TOKEN)
     with pytest.raises(RuntimeError, match=r"match\.end_call\.yomi: a yomi must hold kana"):
         bad.start()
-    (tmp_path / "ok").mkdir()
-    s = Server(tmp_path / "ok", {"voice": {"engine": "estimate"}, "audio": {"output": "null"}},
-               TOKEN).start()
-    try:
-        with httpx2.Client(base_url=s.base, headers=s.op, timeout=5) as c:
-            for yomi, words in (("abc", "must hold kana"), ("あ" * 200, "at most 60"),
-                                ("あ" * 40, "at most 24 a phrase"),
-                                ("ふだを\x1b[2Jください", "control or format")):
-                r = c.post("/api/channels/main/match",
-                           json={"overrides": {"end_call": {"text": "x", "yomi": yomi}}})
-                assert r.status_code == 422, r.text
-                assert "overrides: end_call.yomi" in r.json()["detail"]
-                assert words in r.json()["detail"]
-            assert c.get("/api/health").json()["channels"]["main"]["runtime"] == "running"
-    finally:
-        s.stop()
 
 
 def test_a_clip_that_cannot_be_rendered_pauses_the_channel_and_nothing_hangs(tmp_path):
@@ -123,6 +107,16 @@ def test_a_clip_that_cannot_be_rendered_pauses_the_channel_and_nothing_hangs(tmp
     broken.write_bytes(b"RIFF....WAVEfmt " + b"\xff" * 64)
     try:
         with httpx2.Client(base_url=s.base, headers=s.op, timeout=5) as c:
+            # a text no voice can say is refused where it enters: a match's overrides
+            for yomi, words in (("abc", "must hold kana"), ("あ" * 200, "at most 60"),
+                                ("あ" * 40, "at most 24 a phrase"),
+                                ("ふだを\x1b[2Jください", "control or format")):
+                r = c.post("/api/channels/main/match",
+                           json={"overrides": {"end_call": {"text": "x", "yomi": yomi}}})
+                assert r.status_code == 422, r.text
+                assert "overrides: end_call.yomi" in r.json()["detail"]
+                assert words in r.json()["detail"]
+            # a clip that passed every check and still cannot be rendered
             assert c.post("/api/channels/main/match", json={"seed": SEED}).status_code == 200
             assert c.post("/api/channels/main/match/start").status_code == 200
             st = wait_for(s, lambda st: "@fault" in holders(st))
@@ -195,6 +189,7 @@ def test_a_hold_silences_the_reading_when_the_disk_is_full_and_the_hall_restarts
                 t_hold = time.monotonic()
                 r = httpx2.put(f"{s.base}/api/channels/main/holds/{ref['referee']}",
                                headers={"Authorization": f"Bearer {ref['token']}"}, timeout=5)
+                t_answered = time.monotonic()  # the stop was given before the answer
                 assert r.status_code == 200, r.text
                 time.sleep(1.5)
             st = state(s)
@@ -204,12 +199,20 @@ def test_a_hold_silences_the_reading_when_the_disk_is_full_and_the_hall_restarts
             # what the sound server played: the tone until the hold, silence after it
             cap = rec.capture
             assert cap is not None
-            i_hold = int(np.searchsorted(cap.times[:, 0], t_hold))
-            f_hold = int(cap.times[max(i_hold - 1, 0), 1])
             loud = np.abs(cap.x) > 1e-3
-            assert loud[f_hold - 4800:f_hold].mean() > 0.5, "the tone was sounding"
-            after = f_hold + round(0.1 * cap.rate)  # the stop's latency is ~20 ms
-            assert not loud[after:].any(), "sound after the hold"
+            # frame i cannot have been rendered before t_line(i): the frames of the 0.1 s
+            # before the hold were sounding, and every frame that can only have been rendered
+            # 0.1 s after the server answered the hold (its stop takes ~20 ms) is silent
+            def frame_at(t: float) -> int:
+                return max(0, int((t - cap.t0) * cap.rate))
+
+            before_hold = loud[frame_at(t_hold) - round(0.2 * cap.rate):
+                               frame_at(t_hold) - round(0.1 * cap.rate)]
+            assert before_hold.size and before_hold.mean() > 0.5, "the tone was sounding"
+            after = frame_at(t_answered + 0.1)
+            assert loud.size - after > cap.rate, "the capture goes on for a second"
+            assert not loud[after:].any(), (
+                f"sound {(np.flatnonzero(loud[after:])[-1]) / cap.rate:.3f} s after the hold")
             # forward moves are refused with what to do; holds and health still work
             with httpx2.Client(base_url=s.base, headers=s.op, timeout=5) as c:
                 r = c.post("/api/channels/main/match/resume")
