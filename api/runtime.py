@@ -85,8 +85,9 @@ Item = PrepareMatch | AudioFault | Event
 
 # phases with nothing to pause
 _AT_REST = ENDED
-# moves that take the reading forward: refused while the journal cannot record them
-_FORWARD = (Bow, Start, ExtraCard, Close, ClearHolds, PrepareMatch)
+# moves that take the reading forward: refused while the journal cannot record them (a new
+# match is not: it has a journal of its own)
+_FORWARD = (Bow, Start, ExtraCard, Close, ClearHolds)
 # what a journal failure during an item does not make a failure of that item: a hand, an
 # abort, the passing of time (their effect, a stop, never waits for the journal)
 _STOPS = (Hold, Release, Abort, Tick, AudioFault)
@@ -442,6 +443,12 @@ class ChannelRuntime:
             self._journal_trouble(journal.fault or "?")
             raise JournalUnavailable(self._journal_words()) from None
         if self.journal is not None:
+            if self.journal.pending or self.journal.lost:
+                try:
+                    self.journal.flush()
+                except JournalError as e:
+                    log.warning("channel %s: the last match's journal ends early (%s)",
+                                self.name, e)
             self.journal.close()
         self.journal, self.journal_path = journal, path
         self._journal_status = "ok"

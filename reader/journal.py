@@ -24,6 +24,10 @@ from .errors import JournalError
 from .events import event_from_dict
 from .poems import Color
 
+# records kept in memory while the journal cannot be written (the reading is paused by then:
+# only hands and aborts add records, at a bounded rate)
+MAX_PENDING = 10000
+
 
 class JournalWriter:
     """Appends records durably: each line goes to the file in one write and is fsynced before
@@ -42,6 +46,7 @@ class JournalWriter:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.pending: list[dict[str, Any]] = []
+        self.lost = 0
         self.fault: str | None = None
         self._fd: int | None = None
         self._size = 0
@@ -69,13 +74,23 @@ class JournalWriter:
     def append(self, entry: dict[str, Any]) -> None:
         if self._closed:
             raise JournalError(f"{self.path}: journal is closed")
+        if len(self.pending) >= MAX_PENDING:
+            # memory is bounded too: past this the journal can never be completed again
+            self.lost += 1
+            raise JournalError(f"{self.path}: {self.lost} records lost while it could not "
+                               "be written; a new match starts a new journal")
         self.pending.append(entry)
         self.flush()
 
     def flush(self) -> None:
-        """Write every pending record, in order; JournalError (and they stay pending) if not."""
+        """Write every pending record, in order; JournalError (and they stay pending) if not.
+        A journal that lost records is never written again: after a gap, replaying it would
+        not rebuild the match, while the prefix on disk still does."""
         if self._closed:
             raise JournalError(f"{self.path}: journal is closed")
+        if self.lost:
+            raise JournalError(f"the journal cannot be completed: {self.lost} records were "
+                               "lost; a new match starts a new journal")
         try:
             if self._fd is None:
                 self._open()
