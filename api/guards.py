@@ -185,11 +185,10 @@ class BodyLimit:
 def own_hosts(config: Config) -> frozenset[str]:
     """The names this server answers to (IP addresses are always accepted)."""
     names = {"localhost", "localhost.localdomain"}
-    try:
-        host = socket.gethostname()
-        names |= {host, f"{host}.local", socket.getfqdn()}
-    except OSError:
-        pass
+    # the machine's own name (and its mDNS name), never looked up: a hall without internet
+    # may have a resolver that only times out
+    host = socket.gethostname()
+    names |= {host, f"{host}.local"}
     if config.server.public_url:
         h = urlsplit(config.server.public_url).hostname
         if h:

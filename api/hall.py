@@ -164,7 +164,11 @@ class ChannelService:
         if self.runtime is not None:
             m = self._state.get("match") or {}
             if any(h["referee"] == rid for h in m.get("holds", [])):
-                await self.runtime.submit(Release(rid))
+                try:
+                    await self.runtime.submit(Release(rid))
+                except Exception as e:  # the hand stays up: the operator can still lower it
+                    log.warning("channel %s: lowering removed referee %s's hand failed: %s",
+                                self.name, rid, e)
         for c in [c for c in self.hub.clients if c.referee == rid]:
             self.hub.remove(c)
             asyncio.get_running_loop().create_task(_close(c.close, "removed by the operator"))
