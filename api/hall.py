@@ -112,15 +112,27 @@ class ChannelService:
                 self._last_change.pop(k, None)
 
     async def hand(self, event: Hold | Release) -> None:
-        """A referee's hand goes up or down. A change that follows the previous one too
-        closely (within the debounce window: a bouncing thumb) or too often (past the
-        referee's rate: a script) waits, and only the last intent is applied when it may:
-        the match always ends up where the hand finally is, and no referee can make the
-        channel write a journal line per message."""
+        """A referee's hand goes up or down.
+
+        A hand going up is applied at once, always: a hold stops the reading, whatever else.
+        A hand going down that follows the previous change too closely (within the debounce
+        window: a bouncing thumb) or too often (past the referee's rate: a script) waits,
+        and only the last intent is applied when it may (a hold meanwhile cancels it): the
+        match always ends up where the hand finally is, and no referee can make the channel
+        write a journal line per message (a hand can only go up again after it went down)."""
         assert self.runtime is not None
         ref = event.referee
         loop = asyncio.get_running_loop()
         now = loop.time()
+        if isinstance(event, Hold):
+            if ref in self._pending:
+                # the hand is still up: this cancels the release that waits
+                self._pending[ref] = event
+                self.deferred += 1
+                return
+            self._spend(ref, now)
+            await self.runtime.submit(event)
+            return
         wait = max(self._last_change.get(ref, -1e9) + self.debounce_s - now,
                    (1.0 - self._bucket(ref, now)) / self.changes_per_s)
         if wait <= 0 and ref not in self._pending:

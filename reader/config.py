@@ -216,8 +216,8 @@ class LimitsConfig(Frozen):
 
 class RefereesConfig(Frozen):
     max_per_channel: int = Field(100, ge=1, le=10000)
-    # a referee's hand may change this often (raise, lower) with bursts of `changes_burst`;
-    # faster changes (a bouncing thumb, a script) wait, and only the last one counts
+    # a referee's hand may go down this often, with bursts of `changes_burst` (up is never
+    # delayed); faster changes (a bouncing thumb, a script) wait, and the last one counts
     changes_per_s: float = Field(2.0, gt=0, le=100)
     changes_burst: int = Field(8, ge=1, le=1000)
     # false: referees who joined on an earlier day are forgotten at start (tokens die)
