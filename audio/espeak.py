@@ -271,5 +271,6 @@ def _synth_version() -> str:
 
         info = _espeak.Info()
         return f"espeak-ng {info.decode() if isinstance(info, bytes) else info}"
-    except (ImportError, AttributeError, OSError, TypeError):
+    except (ImportError, AttributeError, OSError, TypeError, RuntimeError):
+        # RuntimeError: pyttsx3's espeak driver, imported without espeak-ng installed
         return "unknown"

@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Protocol, assert_never
+from typing import Final, Protocol, assert_never, runtime_checkable
 
 import numpy as np
 
@@ -65,6 +65,13 @@ class Voice(Protocol):
     def params(self) -> Mapping[str, Param]: ...
 
     def render(self, clip: Clip) -> Pcm: ...
+
+
+@runtime_checkable
+class PartialVoice(Protocol):
+    """A voice that may not say every poem (a recorded pack that covers only some)."""
+
+    def lacks(self, poems: Iterable[int]) -> list[int]: ...
 
 
 # Kana (both scripts, with ー and the iteration marks), spaces between phrases, and the few
@@ -235,6 +242,11 @@ class RenderedVoice:
     def render(self, clip: Clip) -> Pcm:
         return self.pcm(clip)
 
+    def lacks(self, poems: Iterable[int]) -> list[int]:
+        """The poems among `poems` this voice cannot read: a match of a deck holding any of
+        them is refused where it is prepared. Every synthetic voice reads them all."""
+        return self.voice.lacks(poems) if isinstance(self.voice, PartialVoice) else []
+
     def frames(self, clip: Clip) -> int:
         """The clip's length in frames at `rate` (renders it on first ask)."""
         key = self.cache_key(clip)
@@ -378,7 +390,8 @@ def make_voice(voice_cfg: VoiceConfig, rate: int) -> RenderedVoice:
 
     For `pack`, calls (the memorisation call, the prelude intro, the end call) come from Open
     JTalk unless the pack's manifest maps them, since recorded packs hold only the poems; the
-    same Open JTalk voice reads poems the pack lacks when `pack_fallback` is true.
+    same Open JTalk voice reads poems the pack lacks when `pack_fallback` is true. A pack that
+    covers only some poems is accepted: `lacks` tells which decks it cannot read.
     """
     cfg = voice_cfg
     match cfg.engine:
@@ -401,6 +414,7 @@ def make_voice(voice_cfg: VoiceConfig, rate: int) -> RenderedVoice:
             pack = PackVoice(
                 cfg.pack, rate, cfg.loudness_lufs,
                 fallback=_openjtalk(cfg, rate), fallback_for_missing=cfg.pack_fallback,
+                strict=False, speed=cfg.speed, pace_s=cfg.pack_pace_s,
             )
             return RenderedVoice(pack, cfg.cache_dir)
         case _:
