@@ -276,3 +276,16 @@ async def test_with_a_loop_events_arrive_on_the_loop():
     sink.sync()
     assert got.empty()  # not called directly...
     assert await asyncio.wait_for(got.get(), 1) == ClipDone(5, 100)  # ...but via the loop
+
+
+def test_write_holds_clips_scheduled_past_the_first_buffer(tmp_path):
+    # the buffer starts at 8 s and grows as it renders; a clip ending past it, written before
+    # the clock gets there, must be in the file whole (it was cut at 8 s)
+    sink, _clock, _ = make()
+    x = noise(RATE * 3, seed=5)
+    sink.play(x, 7 * RATE, 0, 1)
+    path = sink.write(tmp_path / "long.wav")
+    with wave.open(str(path), "rb") as w:
+        got = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
+    assert got.size == 10 * RATE
+    np.testing.assert_array_equal(got[7 * RATE:], to_int16(x))
