@@ -1,7 +1,7 @@
 """Tempo that keeps pitch: Rubber Band (Debian's `rubberband-cli`) stretches a clip in time.
 
-Why Rubber Band: it is the time-stretcher audio software trusts (Ardour, Audacity, Sonic
-Visualiser, and ffmpeg's own `rubberband` filter use its library), its R3 engine (`--fine`) is
+Why Rubber Band: it is the time-stretcher audio software trusts (Ardour, Sonic Visualiser
+and ffmpeg's own `rubberband` filter use its library), its R3 engine (`--fine`) is
 made for speech and music alike, and the command-line tool runs offline in two passes, studying
 the whole clip before stretching it, so the output length is exactly the one asked for. It is a
 Debian package, with nothing fetched at run time. A ratio of 1 never calls it.

@@ -38,7 +38,7 @@ EDGE_FADE_MS: Final = 5.0
 
 # Seconds per mora at speed 1.0, measured on Open JTalk over the hundred poems (bench figure):
 # the estimate voice uses it so that dry runs keep the same timing as a real match.
-MORA_S_AT_SPEED_1: Final = 0.131
+MORA_S_AT_SPEED_1: Final = 0.128
 
 Param = str | int | float | bool | None
 Progress = Callable[[int, int, Clip], None]  # (done, total, clip just rendered)
