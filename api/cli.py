@@ -272,7 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--voice", choices=[e.value for e in VoiceEngine])
     pl.add_argument("--pack", default=None, help="a voice pack folder")
     pl.add_argument("--pack-fallback", action="store_true",
-                      help="read poems the pack lacks with Open JTalk")
+                    help="read poems the pack lacks with Open JTalk")
     pl.add_argument("--device", default=None, help="output device name or index")
     pl.set_defaults(func=cmd_play, stay=False, speed=1.0, voiced=True)
 
@@ -281,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--voice", choices=[e.value for e in VoiceEngine])
     r.add_argument("--pack", default=None)
     r.add_argument("--pack-fallback", action="store_true",
-                     help="read poems the pack lacks with Open JTalk")
+                   help="read poems the pack lacks with Open JTalk")
     r.add_argument("--out", required=True, help="match.wav / .flac / .mp3")
     r.add_argument("--timeline", default=None, help="match.json: every segment with its times")
     r.set_defaults(func=cmd_render)
@@ -296,7 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--voice", choices=[e.value for e in VoiceEngine])
     v.add_argument("--pack", default=None)
     v.add_argument("--pack-fallback", action="store_true",
-                     help="read poems the pack lacks with Open JTalk")
+                   help="read poems the pack lacks with Open JTalk")
     v.set_defaults(func=cmd_voices)
     return p
 

@@ -285,10 +285,11 @@ def _align(
         at = owner[i1] if i1 < len(owner) else n_words - 1
         if i1 == i2 and i1 > 0 and (i1 == len(owner) or owner[i1 - 1] != owner[i1]):
             at = owner[i1 - 1]
-        target = group[at]
+        # the morae stay in the word where the stretch starts (so they keep their order when
+        # the group's words are joined); the group's first word carries the change
         for k in range(j1, j2):
-            said[target].append(LONG if k in long_from_kana else ref[k])
-        replaced[target] = True
+            said[at].append(LONG if k in long_from_kana else ref[k])
+        replaced[group[at]] = True
         for k in range(i1, i2):  # a nucleus on a changed mora keeps its place in the stretch
             new_index[k] = (j1 + (k - i1) * (j2 - j1) // (i2 - i1) if j2 > j1
                             else (j1 - 1 if j1 > 0 else None))

@@ -24,7 +24,7 @@ from .errors import VoiceError
 from .pcm import Pcm, as_pcm
 
 RUBBERBAND: Final = "rubberband"
-MIN_RATIO, MAX_RATIO = 0.25, 4.0
+MIN_RATIO, MAX_RATIO = 0.05, 20.0  # speed 0.2-3 times a pack's fit of 0.25-4
 _TIMEOUT_S: Final = 120.0
 
 
