@@ -61,7 +61,7 @@ class FileSink(ClockedSink):
         if fmt not in _FORMATS:
             raise AudioError(f"cannot write {p}: unknown format {fmt!r}; use one of "
                              f"{', '.join(_FORMATS)}")
-        n = self.finish()  # first: finishing may grow (replace) the buffer
+        n = self.finish()  # may grow the buffer: slice it only afterwards
         samples = to_int16(self._buf[:n])
         if fmt == "wav":
             with wave.open(str(p), "wb") as w:

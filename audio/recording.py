@@ -24,9 +24,10 @@ from typing import Any, Final
 import numpy as np
 import yaml
 
-from reader.clip import Verse
+from reader.clip import Clip, Verse
 from reader.config import MatchConfig, Spoken
 from reader.poems import all_poems
+from reader.programme import call_clip, prelude_clip
 
 from .codec import decode, encode
 from .errors import CodecError, PackError, VoiceError
@@ -81,6 +82,17 @@ def spoken_fields(model: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tupl
             yield (*path, name), value
         elif hasattr(type(value), "model_fields"):
             yield from spoken_fields(value, (*path, name))
+
+
+def spoken_clips(match: MatchConfig) -> list[Clip]:
+    """The clips of every call of the settings and of the jokā, as the programme names them."""
+    out = []
+    for path, spoken in spoken_fields(match):
+        if path[:1] == ("prelude",) and path[-1] in ("kami", "shimo"):
+            out.append(prelude_clip(match, Verse(path[-1])))
+        else:
+            out.append(call_clip("_".join(path), spoken))
+    return out
 
 
 def slots(match: MatchConfig) -> list[Slot]:

@@ -17,27 +17,25 @@ from audio.espeak import Pyttsx3Voice
 from audio.openjtalk import OpenJTalkVoice, clip_readings
 from audio.pack import PackVoice
 from audio.pronunciation import dictionary_labels, label_morae
+from audio.recording import spoken_clips
 from audio.voice import Voice
 from reader.clip import Clip, Verse
 from reader.config import MatchConfig
 from reader.poems import all_poems
-from reader.programme import call_clip, prelude_clip, verse_clip
+from reader.programme import verse_clip
 
 RATE = 48000
 
 
-def spoken_clips() -> list[Clip]:
-    m = MatchConfig()
+def all_clips() -> list[Clip]:
     return [*(verse_clip(p.no, v) for p in all_poems() for v in Verse),
-            call_clip("memorise_call", m.memorise_call), call_clip("end_call", m.end_call),
-            call_clip("prelude_intro", m.prelude.intro), prelude_clip(m, Verse.KAMI),
-            prelude_clip(m, Verse.SHIMO)]
+            *spoken_clips(MatchConfig())]
 
 
 def reading_figures() -> None:
     phrases = fallbacks = same = agree = compared = inside = longs = 0
     fell: list[str] = []
-    for clip in spoken_clips():
+    for clip in all_clips():
         for r in clip_readings(clip):
             phrases += 1
             ours = label_morae(r.labels)

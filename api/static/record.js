@@ -92,7 +92,7 @@
   });
 
   function slotLabel(s) {
-    if (s.kind === "call") return t("record_call", { name: t(`call_${s.name}`) });
+    if (s.kind === "call") return t("record_call", { name: s.text });
     if (s.kind === "prelude") return t("record_joka", { verse: t(`verse_${s.verse}`) });
     return t("record_poem", { no: s.poem, verse: t(`verse_${s.verse}`) });
   }
