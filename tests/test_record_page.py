@@ -149,7 +149,7 @@ def test_a_reader_records_verses_and_a_match_reads_them(
     # a match of those two poems reads from the recorded pack
     cfg = parse_config({"match": {"memorise_s": 1, "cards": 2, "prelude": {"enabled": False}},
                         "voice": {"engine": "pack", "pack": str(tmp / "pack"),
-                                  "cache_dir": str(tmp / "cache")},
+                                  "cache_dir": "/tmp/yomite-test-cache"},
                         "audio": {"output": "null"}})
     render_match(cfg, poems=(first, second), seed=1, out=tmp / "m.wav",
                  timeline=tmp / "m.json")

@@ -4,6 +4,7 @@ only the operator may record; a pack in progress reads the matches whose deck it
 
 import io
 import json
+from concurrent.futures import ThreadPoolExecutor
 import wave
 from pathlib import Path
 
@@ -126,13 +127,16 @@ def test_only_the_operator_records_and_slots_are_checked(client: TestClient) -> 
 def test_a_pack_in_progress_reads_the_colours_it_completes(tmp_path: Path) -> None:
     folder = tmp_path / "rec"
     rec = RecordingPack(folder, MatchConfig())
-    for i, no in enumerate(BLUE):
-        for j, verse in enumerate(("kami", "shimo")):
-            rec.save(f"{no:03d}/{verse}", take(300 + 10 * i + 5 * j, seconds=0.4), "audio/wav")
+    jobs = [(f"{no:03d}/{verse}", take(300 + 10 * i + 5 * j, seconds=0.4))
+            for i, no in enumerate(BLUE) for j, verse in enumerate(("kami", "shimo"))]
+    # four takes at a time: the manifest must come out with all forty
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(lambda job: rec.save(job[0], job[1], "audio/wav"), jobs))
+    assert len(read_pack(folder).files) == 40
     assert rec.progress()["complete_colours"] == ["blue"]
     cfg = parse_config({"match": {"memorise_s": 1, "cards": 2, "prelude": {"enabled": False}},
                         "voice": {"engine": "pack", "pack": str(folder),
-                                  "cache_dir": str(tmp_path / "cache")},
+                                  "cache_dir": "/tmp/yomite-test-cache"},
                         "audio": {"output": "null"}})
     out = render_match(cfg, colors=("blue",), seed=4, out=tmp_path / "m.wav",
                        timeline=tmp_path / "m.json")
