@@ -4,8 +4,8 @@ only the operator may record; a pack in progress reads the matches whose deck it
 
 import io
 import json
-from concurrent.futures import ThreadPoolExecutor
 import wave
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
