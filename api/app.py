@@ -13,13 +13,14 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from audio.recording import RecordingPack
 from reader.config import Config
 
 from .auth import Auth
 from .errors import ApiError, install_handlers
 from .guards import BodyLimit, HostCheck, SecurityHeaders
 from .hall import Hall, SinkFactory, default_sink
-from .routes import holds, matches, pages, referees, reference, ws
+from .routes import holds, matches, pages, recording, referees, reference, ws
 from .runtime import VoiceLike
 
 __all__ = ["ApiError", "create_app"]
@@ -61,8 +62,9 @@ def create_app(
                   description="The hall service of yomite, an automated karuta reader.")
     app.state.auth = auth
     app.state.config = config
+    app.state.recording = RecordingPack(config.voice.recording_pack, config.match)
     install_handlers(app)
-    for module in (reference, matches, holds, referees, ws, pages):
+    for module in (reference, matches, holds, referees, ws, recording, pages):
         app.include_router(module.router)
     # the door, outermost last: a foreign Host, then an oversized body, are refused before
     # any route (or token check) sees the request
