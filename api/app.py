@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from audio.recording import RecordingPack
+from audio.recording import MAX_UPLOAD_BYTES, RecordingPack
 from reader.config import Config
 
 from .auth import Auth
@@ -69,6 +69,9 @@ def create_app(
     # the door, outermost last: a foreign Host, then an oversized body, are refused before
     # any route (or token check) sees the request
     app.add_middleware(SecurityHeaders)
-    app.add_middleware(BodyLimit, max_bytes=config.server.limits.body_bytes)
+    # (a recorded take is a file: its route checks its own, larger, limit as it reads, and
+    # its 413 names the take, so the door lets one byte more through)
+    app.add_middleware(BodyLimit, max_bytes=config.server.limits.body_bytes,
+                       larger={"/api/recording/slots/": MAX_UPLOAD_BYTES + 1})
     app.add_middleware(HostCheck, config=config)
     return app

@@ -129,26 +129,37 @@ def limited_http(header_bytes: int, max_headers: int) -> type:
 
 # ---------------------------------------------------------------------- the body
 class BodyLimit:
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    """`max_bytes` for every body, or the cap of the first `larger` path prefix that the path
+    starts with (a route that takes files and checks its own, larger, limit)."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int,
+                 larger: dict[str, int] | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.larger = dict(larger or {})
 
-    def _refusal(self, size: str) -> bytes:
-        return _error("body_too_large", f"the request body is {size}; at most "
-                      f"{self.max_bytes} bytes", "send a smaller body (see /docs)")
+    def _cap(self, path: str) -> int:
+        return next((cap for prefix, cap in self.larger.items() if path.startswith(prefix)),
+                    self.max_bytes)
+
+    def _refusal(self, size: str, cap: int) -> bytes:
+        return _error("body_too_large", f"the request body is {size}; at most {cap} bytes",
+                      "send a smaller body (see /docs)")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        cap = self._cap(scope.get("path", ""))
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
                 try:
                     declared = int(value)
                 except ValueError:
-                    declared = self.max_bytes + 1
-                if declared > self.max_bytes:
-                    await _respond(send, 413, self._refusal(f"{declared} bytes"), close=True)
+                    declared = cap + 1
+                if declared > cap:
+                    await _respond(send, 413, self._refusal(f"{declared} bytes", cap),
+                                   close=True)
                     return
         seen = 0
         started = refused = False
@@ -162,10 +173,10 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
+                if seen > cap:
                     refused = True
                     if not started:
-                        await _respond(send, 413, self._refusal(f"over {self.max_bytes} bytes"),
+                        await _respond(send, 413, self._refusal(f"over {cap} bytes", cap),
                                        close=True)
                     return {"type": "http.disconnect"}
             return message
