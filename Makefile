@@ -13,7 +13,7 @@ run: setup
 test: setup-test
 	scripts/audio-harness.sh start
 	. $${YH_RUN:-/tmp/yomite-audio}/env.sh && $(BIN)/pytest $(ARGS)
-	$(BIN)/ruff check reader audio api tests bench
+	$(BIN)/ruff check reader audio api desk tests bench
 	$(BIN)/mypy
 
 setup: $(VENV)/.installed
@@ -37,7 +37,7 @@ $(VENV)/.installed-dev: pyproject.toml
 	touch $@ $(VENV)/.installed
 
 lint: setup-test
-	$(BIN)/ruff check reader audio api tests bench
+	$(BIN)/ruff check reader audio api desk tests bench
 	$(BIN)/mypy
 
 bench: setup-test

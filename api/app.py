@@ -16,9 +16,10 @@ from fastapi import FastAPI
 from reader.config import Config
 
 from .auth import Auth
+from .desk import Desk
 from .errors import ApiError, install_handlers
 from .hall import Hall, SinkFactory, default_sink
-from .routes import holds, matches, pages, referees, reference, ws
+from .routes import holds, matches, pages, referees, reference, tournaments, ws
 from .runtime import VoiceLike
 
 __all__ = ["ApiError", "create_app"]
@@ -46,11 +47,19 @@ def create_app(
         hall = Hall(config, v, auth, make_sink)
         app.state.hall = hall
         await hall.start()
+        desk = Desk(config, hall)  # after the hall: it matches rounds with channel journals
+        app.state.desk = desk
+        try:
+            await desk.start()
+        except BaseException:
+            await hall.stop()
+            raise
         if on_ready is not None:
             on_ready(hall, auth.operator_token, auth.generated)
         try:
             yield
         finally:
+            await desk.stop()
             await hall.stop()
 
     app = FastAPI(title="yomite", version="0.1.0", lifespan=lifespan,
@@ -58,6 +67,7 @@ def create_app(
     app.state.auth = auth
     app.state.config = config
     install_handlers(app)
-    for module in (reference, matches, holds, referees, ws, pages):
+    for module in (reference, matches, holds, referees, ws, tournaments, pages):
         app.include_router(module.router)
+    app.include_router(tournaments.pages)
     return app

@@ -75,7 +75,7 @@ class RoundRemoved:
 class ReadingChanged:
     block: str
     number: int
-    reading: Reading
+    reading: Reading | None  # None: the start was undone (the channel refused it)
 
 
 @dataclass(frozen=True, slots=True)
