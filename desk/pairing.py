@@ -5,8 +5,9 @@ one 3-player match when the count is odd (never a bye), and
    budget, and it looks ahead: among the pairings of this round that meet no earlier opponent,
    it takes one after which the remaining preliminary rounds can still be paired without a
    rematch, when such a schedule can be found;
-2. players of the same club kept apart where possible (after 1);
-3. the 3-player match goes to players who have not played one yet, where possible (after 2).
+2. the 3-player match goes to the players who have played the fewest (after 1): two of its
+   three players win, so it must go round;
+3. players of the same club kept apart where possible (after 2).
 
 Pure: the order of equal choices comes from a seeded generator, so the same history and seed
 give the same pairing.
@@ -40,7 +41,8 @@ class Pairing:
     """One round of a block. `groups` hold entry numbers: pairs, and at most one triple.
 
     `exact`: the search proved the least cost a pairing of this round can have (rematches,
-    then same-club meetings, then repeated 3-player seats) within its budget. `schedule`:
+    then 3-player matches its triple has played before, then same-club meetings) within its
+    budget. `schedule`:
     "clear" when the rest of the preliminaries can still be paired without a rematch after
     this round, "none" when no such schedule was found (`clear_after` later rounds can still
     be), "last" for the last round.
@@ -106,16 +108,16 @@ class _Search:
         opts: list[tuple[Cost, float, tuple[int, ...]]] = []
         if count % 2 == 0 or count >= 5:
             for q in _bits(others):
-                cost = ((met[p] >> q) & 1, (self.club[p] >> q) & 1, 0)
+                cost = ((met[p] >> q) & 1, 0, (self.club[p] >> q) & 1)
                 opts.append((cost, self.rng.random(), (p, q)))
         if count % 2 == 1:
             qs = list(_bits(others))
             for i, q in enumerate(qs):
                 for s in qs[i + 1:]:
                     cost = (((met[p] >> q) & 1) + ((met[p] >> s) & 1) + ((met[q] >> s) & 1),
+                            self.tri[p] + self.tri[q] + self.tri[s],
                             ((self.club[p] >> q) & 1) + ((self.club[p] >> s) & 1)
-                            + ((self.club[q] >> s) & 1),
-                            self.tri[p] + self.tri[q] + self.tri[s])
+                            + ((self.club[q] >> s) & 1))
                     opts.append((cost, self.rng.random(), (p, q, s)))
         opts.sort()
         return [(c, g) for c, _r, g in opts]
@@ -215,7 +217,7 @@ def _cost(groups: Sequence[tuple[int, ...]], met: list[int], club: list[int], tr
                 c += (club[x] >> y) & 1
         if len(g) == 3:
             t += sum(tri[x] for x in g)
-    return (r, c, t)
+    return (r, t, c)
 
 
 def pair_round(entrants: Sequence[Entrant], history: Sequence[Sequence[int]],
@@ -246,7 +248,8 @@ def pair_round(entrants: Sequence[Entrant], history: Sequence[Sequence[int]],
         for j, b in enumerate(entrants):
             if i != j and a.club and a.club == b.club:
                 club[i] |= 1 << j
-    tri = [1 if e.triples else 0 for e in entrants]
+    # squared: a third 3-player match for one costs more than a second for two
+    tri = [e.triples * e.triples for e in entrants]
     rng = random.Random(seed)
     everyone = (1 << n) - 1
 
@@ -255,9 +258,10 @@ def pair_round(entrants: Sequence[Entrant], history: Sequence[Sequence[int]],
     schedule = "last" if rounds_left <= 1 else "none"
     clear_after = 0
     if cost[0] == 0 and rounds_left > 1:
-        # Look ahead: a round as good as the best that leaves the rest rematch-free, else any
-        # rematch-free round that does (a same-club meeting now rather than a rematch later);
-        # when no such schedule is found, one that keeps as many later rounds free as can be.
+        # Look ahead: a round as good as the best that leaves the rest rematch-free, else one
+        # with as fair a 3-player match that does (a same-club meeting now rather than a
+        # rematch later), else any rematch-free round that does; when no such schedule is
+        # found, one that keeps as many later rounds free as can be.
         found = _look_ahead(met, club, tri, everyone, cost, rounds_left - 1, seed, budget)
         if found is not None:
             groups, clear_after = found
@@ -266,7 +270,7 @@ def pair_round(entrants: Sequence[Entrant], history: Sequence[Sequence[int]],
     ordered = sorted((tuple(sorted(g)) for g in groups), key=lambda g: (len(g) == 3, g[0]))
     return Pairing(
         groups=tuple(tuple(nos[i] for i in g) for g in ordered),
-        rematches=final_cost[0], same_club=final_cost[1], triple_repeats=final_cost[2],
+        rematches=final_cost[0], triple_repeats=final_cost[1], same_club=final_cost[2],
         exact=exact, schedule=schedule, clear_after=clear_after,
     )
 
@@ -274,7 +278,7 @@ def pair_round(entrants: Sequence[Entrant], history: Sequence[Sequence[int]],
 def _look_ahead(met: list[int], club: list[int], tri: list[int], everyone: int, best: Cost,
                 later: int, seed: int, budget: int) -> tuple[list[tuple[int, ...]], int] | None:
     for rounds in range(later, 0, -1):
-        for limit in (best, None):
+        for limit in (best, (0, best[1], 1 << 30), None):
             look = _Search(met, club, tri, random.Random(seed + rounds), budget)
             try:
                 for candidate in look.clean_rounds(everyone, met, limit):
