@@ -67,7 +67,7 @@ def create_app(
     app.state.auth = auth
     app.state.config = config
     install_handlers(app)
+    app.include_router(tournaments.pages)  # before pages' /static/{name}: its strings
     for module in (reference, matches, holds, referees, ws, tournaments, pages):
         app.include_router(module.router)
-    app.include_router(tournaments.pages)
     return app

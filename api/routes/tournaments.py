@@ -172,9 +172,15 @@ async def import_tournament(request: Request, _p: Op,
 
 
 @router.get("/{tid}", summary="The desk's whole view of a tournament", responses=ERRORS)
-async def get_tournament(tid: str, request: Request, _p: Op) -> dict[str, Any]:
+async def get_tournament(tid: str, request: Request, _p: Op,
+                         after: Annotated[int | None, Query(ge=-1, description=(
+                             "wait until the version is past this (long poll)"))] = None
+                         ) -> dict[str, Any]:
     d = desk_of(request)
-    return _view(d, d.get(tid))
+    t = d.get(tid)
+    if after is not None:
+        t = await d.wait(tid, after, d.config.desk.long_poll_s)
+    return _view(d, t)
 
 
 @router.patch("/{tid}", summary="Rename, or change rounds and cards", responses=ERRORS)
@@ -508,6 +514,22 @@ async def standings_csv(tid: str, request: Request) -> Response:
 
 
 # ---------------------------------------------------------------------- pages
+def desk_strings_js() -> str:
+    """The desk pages' strings (api/static/desk-strings.<lang>.json), added to the pages'
+    own (strings.js) before common.js reads them."""
+    data = {lang: json.loads((STATIC / f"desk-strings.{lang}.json").read_text("utf-8"))
+            for lang in ("ja", "en")}
+    return ("(function (s, d) { for (const l of Object.keys(d)) s[l] = Object.assign("
+            "s[l] || {}, d[l]); })(window.YOMITE_STRINGS = window.YOMITE_STRINGS || "
+            "{ ja: {}, en: {} }, " + json.dumps(data, ensure_ascii=False) + ");\n")
+
+
+@pages.get("/static/desk-strings.js")
+async def desk_strings() -> Response:
+    return Response(desk_strings_js(), media_type="text/javascript",
+                    headers={"Cache-Control": "no-cache"})
+
+
 def _page(name: str) -> HTMLResponse:
     return HTMLResponse((STATIC / f"{name}.html").read_text("utf-8"),
                         headers={"Cache-Control": "no-cache"})
