@@ -278,8 +278,10 @@ def pair_round(entrants: Sequence[Entrant], history: Sequence[Sequence[int]],
 def _look_ahead(met: list[int], club: list[int], tri: list[int], everyone: int, best: Cost,
                 later: int, seed: int, budget: int) -> tuple[list[tuple[int, ...]], int] | None:
     for rounds in range(later, 0, -1):
-        for limit in (best, (0, best[1], 1 << 30), None):
-            look = _Search(met, club, tri, random.Random(seed + rounds), budget)
+        # the fairer passes first, on a quarter of the budget each: they are a preference
+        for limit, share in ((best, budget // 4), ((0, best[1], 1 << 30), budget // 4),
+                             (None, budget)):
+            look = _Search(met, club, tri, random.Random(seed + rounds), share)
             try:
                 for candidate in look.clean_rounds(everyone, met, limit):
                     if look.extends(everyone, _with(met, candidate), rounds):

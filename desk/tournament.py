@@ -133,8 +133,9 @@ def apply(t: Tournament, change: Change) -> Tournament:
             return replace(t.with_round(replace(rr, matches=matches)),
                            history=(*t.history, ch))
         case RefereeChanged(referee=ref):
-            rest = tuple(x for x in t.referees if x.referee != ref.referee)
-            return replace(t, referees=rest + ((ref,) if ref.mats else ()))
+            rest = [x for x in t.referees if x.referee != ref.referee]
+            kept = sorted([*rest, ref] if ref.mats else rest, key=lambda x: x.referee)
+            return replace(t, referees=tuple(kept))
         case SettingsChanged(settings=s, name=name, day=day):
             return replace(t, settings=s, name=name, day=day)
         case _:

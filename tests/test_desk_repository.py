@@ -71,6 +71,7 @@ def test_every_change_read_back_equals_the_tournament_in_memory(repo):
     step(ops.start_reading(t, "A", 1, "a", "2025-11-03T09:02:00"))
     step(ops.confirm_reading(t, "A", 1, 4242, "20251103T090200.000000-seed4242.jsonl"))
     step(ops.extra_card(t, "A", 1))
+    step(ops.assign_referee(t, "r9", "審判9", "b", [11]))
     step(ops.assign_referee(t, "r1", "審判", "a", [1, 2]))
     m = t.rounds_of("A")[0].matches[0]
     step(ops.record_result(t, 1, m.mat, dict.fromkeys(m.players, 3), None, "referee r1", "x"))
