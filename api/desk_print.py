@@ -71,10 +71,12 @@ def round_page(t: Tournament, number: int) -> str:
                     score = f" <b>{m.result.cards[i]}枚 {OUTCOME_JA[res[no].value]}</b>"
                 cells.append(f'<td>{_name(p)} <span class="club">{escape(p.club if p else "")}'
                              f"</span>{score}</td>")
-            third = (f'<td class="vs">対</td>{cells[2]}' if len(cells) == 3
-                     else "<td></td><td></td>")
+            if len(cells) == 3:
+                rest = f'{cells[1]}<td class="vs">対</td>{cells[2]}'
+            else:
+                rest = cells[1].replace("<td>", '<td colspan="3">', 1)
             rows.append(f'<tr><td class="mat">{m.mat}</td>{cells[0]}<td class="vs">対</td>'
-                        f"{cells[1]}{third}</tr>")
+                        f"{rest}</tr>")
         moves = next_mats(t, r.block) if t.rounds_of(r.block)[-1].number == number else None
         move_html = ""
         if moves is not None:

@@ -300,7 +300,9 @@
     start.disabled = !current.some((r) => !r.reading);
     $("pair-next").disabled = !view.blocks.some((b) => b.next.step === "pair");
     $("pair-final").disabled = !view.blocks.some((b) => b.next.step === "final");
-    const flags = view.flags.filter((f) => f.level === "error" || f.code !== "no_referee");
+    // a mat without its result is shown on its round (results n / total); the list is for
+    // what needs the desk: more cards than read, a tied final, a pairing to redo, a channel
+    const flags = view.flags.filter((f) => f.code !== "missing_result" && f.code !== "no_referee");
     $("flags").replaceChildren(...flags.slice(0, 12).map((f) =>
       el("div", { class: `flag ${f.level}`, "data-code": f.code },
         `${f.block}${f.round ? " " + t("round_n", { n: f.round }) : ""}${f.mat ? " " + t("mat_n", { n: f.mat }) : ""}: ${t(`f_${f.code}`)} — ${f.detail}`)));
@@ -361,7 +363,7 @@
     const flagged = r.flags.some((f) => f.mat === m.mat && f.level === "error" && f.code !== "missing_result");
     const meta = el("div", { class: "meta" }, m.referee ? `${t("referee")}: ${m.referee.name}` : "",
       m.result ? ` · ${m.result.by.split(" ").slice(-1)[0]}` : "");
-    return el("div", { class: `match${flagged ? " flagged" : ""}`, "data-mat": m.mat },
+    return el("div", { class: `match${flagged ? " flagged" : ""}${m.result ? "" : " missing"}`, "data-mat": m.mat },
       el("div", { class: "mat" }, String(m.mat)),
       el("div", { class: "seats" }, ...seats, meta),
       el("div", {}, ...(tiebreak ? [tiebreak, " "] : []), send));
