@@ -29,7 +29,7 @@ from desk.model import Reading, ReadingStatus, Round, Settings, Tournament
 from desk.repository import Repository, open_repository
 from reader.config import Config
 from reader.errors import ReaderError
-from reader.events import ExtraCard, Start
+from reader.events import Close, ExtraCard, Start
 
 from .hall import Hall
 from .runtime import PrepareMatch
@@ -334,6 +334,36 @@ class Desk:
             raise Conflict(f"channel {r.reading.channel}: {e}",
                            "the extra card is read once the planned cards are over") from None
         return await self.change(tid, lambda t: ops.extra_card(t, block, number))
+
+    async def close_round(self, tid: str, number: int, blocks: Sequence[str] | None
+                          ) -> list[str]:
+        """Rule 18 once the mats are ready for the next match: each channel reading this round
+        (and done with its cards) reads 「ありがとうございました」 and the move call. Returns the
+        channels closed."""
+        t = self.get(tid)
+        rounds = [r for r in t.rounds if r.number == number
+                  and (blocks is None or r.block in blocks)]
+        if not rounds:
+            raise NotFound(f"round {number} is not paired", "")
+        done: list[str] = []
+        for r in rounds:
+            state = self.reading_state(r)
+            if not state or state["state"] != "live" or r.reading is None:
+                continue
+            ch = r.reading.channel
+            if ch in done or state.get("phase") != "finished":
+                continue
+            svc = self._channel(ch)
+            assert svc is not None
+            try:
+                await svc.runtime.submit(Close())
+            except ReaderError as e:
+                raise Conflict(f"channel {ch}: {e}", "wait until its cards are read") from None
+            done.append(ch)
+        if not done:
+            raise Conflict(f"no channel has finished reading round {number}",
+                           "close a round once its cards are read")
+        return done
 
     async def _reconcile(self, t: Tournament) -> None:
         """A start cut short by a crash: the round said `starting`. If its channel's latest

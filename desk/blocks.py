@@ -20,6 +20,15 @@ def block_names(count: int) -> list[str]:
     return list(string.ascii_uppercase[:count])
 
 
+def _targets(sizes: dict[str, int], free: int, names: Sequence[str]) -> dict[str, int]:
+    """How many players each block ends with: the free players poured into the smallest
+    blocks one at a time (so sizes differ by one at most above the pre-assigned)."""
+    out = dict(sizes)
+    for _ in range(free):
+        out[min(names, key=lambda n: (out[n], names.index(n)))] += 1
+    return out
+
+
 def draw(players: Sequence[Player], names: Sequence[str], method: Method, seed: int
          ) -> dict[int, str]:
     """The block of every player (entry number -> block name)."""
@@ -41,31 +50,25 @@ def draw(players: Sequence[Player], names: Sequence[str], method: Method, seed: 
             if p.no in assigned and p.club:
                 key = (p.club, assigned[p.no] or "")
                 have[key] = have.get(key, 0) + 1
+        target = _targets(sizes, len(free), names)  # sizes first, then clubs apart
         for club, members in sorted(by_club.items(), key=lambda kv: (-len(kv[1]), kv[0])):
             for p in members:
-                b = min(names, key=lambda n: (have.get((club, n), 0), sizes[n], rng.random()))
+                open_ = [n for n in names if sizes[n] < target[n]]
+                b = min(open_, key=lambda n: (have.get((club, n), 0), sizes[n], rng.random()))
                 assigned[p.no] = b
                 sizes[b] += 1
                 have[(club, b)] = have.get((club, b), 0) + 1
         return {no: b for no, b in assigned.items() if b is not None}
     if method is Method.GRADES:
         free.sort(key=lambda p: (p.grade, p.club))  # stable: shuffled within a grade
-        # fill blocks in order, each up to its fair share, so that a grade stays together
-        total = len(players)
-        share = {b: total // len(names) + (1 if i < total % len(names) else 0)
-                 for i, b in enumerate(names)}
+        # fill blocks in order, each up to its share, so that a grade stays together
+        target = _targets(sizes, len(free), names)
         it = iter(free)
         for b in names:
-            while sizes[b] < share[b]:
-                nxt = next(it, None)
-                if nxt is None:
-                    break
+            while sizes[b] < target[b]:
+                nxt = next(it)
                 assigned[nxt.no] = b
                 sizes[b] += 1
-        for p in it:  # pre-assigned players made some blocks overfull
-            b = min(names, key=lambda n: (sizes[n], n))
-            assigned[p.no] = b
-            sizes[b] += 1
         return {no: b for no, b in assigned.items() if b is not None}
     for p in free:
         b = min(names, key=lambda n: (sizes[n], rng.random()))

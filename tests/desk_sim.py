@@ -20,7 +20,8 @@ def config(channels: list[str] = CHANNELS) -> dict[str, Any]:
     return {
         "match": {"memorise_s": 0, "cards": CARDS, "prelude": {"enabled": False},
                   "gaps": {"after_call_s": 0.05, "between_verses_s": 0.05,
-                           "between_cards_s": 0.05},
+                           "between_cards_s": 0.05, "after_bow_s": 0.05,
+                           "before_move_s": 0.05},
                   "resume": {"lead_in_s": 0.05}},
         "voice": {"engine": "estimate", "speed": 3.0},
         "audio": {"output": "null"},

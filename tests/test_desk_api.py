@@ -16,7 +16,8 @@ from reader.config import parse_config
 TOKEN = "operator-token-for-desk-tests-0123456789"
 OP = {"Authorization": f"Bearer {TOKEN}"}
 FAST_MATCH = {"memorise_s": 0, "cards": 2, "prelude": {"enabled": False},
-              "gaps": {"between_cards_s": 0.05, "between_verses_s": 0.05, "after_call_s": 0.05},
+              "gaps": {"between_cards_s": 0.05, "between_verses_s": 0.05, "after_call_s": 0.05,
+                       "after_bow_s": 0.05, "before_move_s": 0.05},
               "resume": {"lead_in_s": 0.05}}
 
 

@@ -448,6 +448,16 @@ async def start(tid: str, number: int, request: Request, _p: Op,
     return {"started": started, "tournament": _view(d, t)}
 
 
+@router.post("/{tid}/rounds/{number}/close",
+             summary="Rule 18: thanks and the move call on the round's finished channels",
+             responses=ERRORS)
+async def close(tid: str, number: int, request: Request, _p: Op,
+                body: Blocks | None = None) -> dict[str, Any]:
+    d = desk_of(request)
+    closed = await d.close_round(tid, number, body.blocks if body and body.blocks else None)
+    return {"closed": closed, "tournament": _view(d, d.get(tid))}
+
+
 @router.post("/{tid}/rounds/{number}/extra-card",
              summary="Read one more card on the round's channel (a final's tie)",
              responses=ERRORS)

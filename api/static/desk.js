@@ -277,10 +277,10 @@
       const s = channelState.get(live.channel);
       const m = s && s.match && r.reading && s.match.seed === r.reading.seed ? s.match : live;
       const phase = m.phase;
-      const key = m.paused ? "paused" : (phase === "finished" ? "finished"
+      const key = m.paused ? "paused" : (["finished", "closed"].includes(phase) ? "finished"
         : (["ready", "aborted"].includes(phase) ? phase : "reading"));
       const card = m.card ? ` ${t("card_of", { n: m.card, total: m.cards_total })}` : "";
-      return { key, text: (m.paused ? t("paused") : t(`phase_${phase}`)) + card };
+      return { key, phase, text: (m.paused ? t("paused") : t(`phase_${phase}`)) + card };
     }
     return { key: live.state, text: t(`r_${live.state}`) };
   }
@@ -318,6 +318,13 @@
         el("span", { class: "muted" }, t("results_n", { n: r.results, total: r.matches.length })));
       const body = r.matches.map((m) => matchRow(r, m));
       const extra = [];
+      if (st.phase === "finished") {
+        const c = el("button", { class: "btn small close-round", type: "button" }, t("close_round"));
+        c.addEventListener("click", async () => {
+          refreshWith((await call("POST", tp(`/rounds/${r.number}/close`), { blocks: [r.block] })).tournament);
+        });
+        extra.push(c);
+      }
       if (r.final && r.reading) {
         const x = el("button", { class: "btn small", type: "button" }, t("extra_card"));
         x.addEventListener("click", async () => {
