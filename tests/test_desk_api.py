@@ -1,6 +1,7 @@
 """The desk's API in-process (one small app, null audio, the estimate voice): roles, limits,
-errors, the tie to the channels (a round starts the block's match in its colour; a tied final
-reads the extra card), live waiting, files and printouts."""
+errors, the tie to the channels (a round starts the block's match in its colour), live
+waiting, files and printouts. A tied final's extra card is tested against a real server
+(tests/test_desk_server.py)."""
 
 from __future__ import annotations
 
@@ -177,42 +178,6 @@ def test_a_round_is_read_on_its_blocks_channel_and_referees_enter_their_mats(cli
     assert set(hist[2]["before"]["cards"]) == {2} and hist[2]["at"]
 
 
-def test_a_tied_final_reads_the_extra_card_and_the_referee_enters_who_took_it(client):
-    setup_tournament(client, n=4, blocks=1, cards=1)
-    rid, ref = join(client, "a", "審判")
-    client.put(f"/api/tournaments/t1/referees/{rid}", json={"mats": [1, 2]}, headers=OP)
-    for number in (1, 2):
-        assert client.post("/api/tournaments/t1/rounds", headers=OP).status_code == 200
-        for mat, m in matches(client, number).items():
-            a, b = (p["no"] for p in m["players"])
-            r = client.put(f"/api/tournaments/t1/rounds/{number}/mats/{mat}",
-                           json={"cards": {str(a): 1, str(b): 0}}, headers=ref)
-            assert r.status_code == 200, r.text
-    r = client.post("/api/tournaments/t1/final", headers=OP)
-    assert r.status_code == 200, r.text
-    final = matches(client, 3)[1]
-    top = [s["no"] for s in r.json()["standings"]["A"][:2]]
-    assert [p["no"] for p in final["players"]] == top
-    assert client.post("/api/tournaments/t1/rounds/3/start", headers=OP).status_code == 200
-    wait_phase(client, "a", "finished")
-    a, b = top
-    r = client.put("/api/tournaments/t1/rounds/3/mats/1", json={"cards": {str(a): 0, str(b): 0}},
-                   headers=ref)
-    assert r.status_code == 200, r.text
-    assert r.json()["extra_card"] == "reading"
-    assert [f["code"] for f in r.json()["flags"]] == ["tie_needs_extra_card"]
-    m = client.get("/api/channels/a", headers=OP).json()["match"]
-    assert m["cards_total"] == 2, "the channel reads one more card"
-    wait_phase(client, "a", "finished")
-    r = client.put("/api/tournaments/t1/rounds/3/mats/1",
-                   json={"cards": {str(a): 0, str(b): 0}, "tiebreak": b}, headers=ref)
-    assert r.status_code == 200 and r.json()["outcome"] == ["loss", "win"]
-    assert r.json()["flags"] == [] and r.json()["cards_read"] == 2
-    places = {s["no"]: s["final_place"] for s in
-              client.get("/api/tournaments/t1/public").json()["blocks"][0]["standings"]}
-    assert places[b] == 1 and places[a] == 2
-
-
 def test_a_channel_that_is_busy_refuses_the_round_and_the_round_can_start_later(client):
     setup_tournament(client, n=4, blocks=1)
     client.post("/api/channels/a/match", json={"colors": ["blue"]}, headers=OP)
@@ -224,6 +189,17 @@ def test_a_channel_that_is_busy_refuses_the_round_and_the_round_can_start_later(
     assert rd["reading"] is None, "the refused start is undone"
     client.post("/api/channels/a/match/abort", headers=OP)
     assert client.post("/api/tournaments/t1/rounds/1/start", headers=OP).status_code == 200
+
+
+def test_a_player_is_corrected_field_by_field_and_null_changes_nothing(client):
+    setup_tournament(client, n=4, blocks=1)
+    r = client.patch("/api/tournaments/t1/players/1", json={"club": None, "name": "山田 花子"},
+                     headers=OP)
+    assert r.status_code == 200, r.text  # was a 500: null reached the text checks
+    p = next(p for p in r.json()["players"] if p["no"] == 1)
+    assert (p["name"], p["club"]) == ("山田 花子", "学校1")
+    r = client.patch("/api/tournaments/t1/players/1", json={"name": "\u200b"}, headers=OP)
+    assert r.status_code == 422 and r.json()["detail"] == "name is empty"
 
 
 def test_live_pages_wait_for_the_next_change(client):

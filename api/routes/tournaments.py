@@ -277,7 +277,8 @@ async def patch_player(tid: str, no: int, body: PlayerPatch, request: Request, _
             raise NotFound(f"there is no player no. {no}", "")
         if body.withdrawn is not None:
             return ops.withdraw(t, no, body.withdrawn)
-        fields = body.model_dump(exclude_unset=True)
+        # a field left out, or sent as null, stays as it is
+        fields = {k: v for k, v in body.model_dump(exclude_unset=True).items() if v is not None}
         try:
             e = entry(fields.get("name", p.name), fields.get("furigana", p.furigana),
                       fields.get("club", p.club), fields.get("grade", p.grade),
