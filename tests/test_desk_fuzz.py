@@ -5,7 +5,6 @@ import httpx2
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
-
 from schemathesis.config import SchemathesisConfig
 
 from api.app import create_app
