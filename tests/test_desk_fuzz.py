@@ -38,6 +38,8 @@ def desk_spec():
 def fuzz_config() -> SchemathesisConfig:
     cfg = SchemathesisConfig()
     cfg.projects.default.phases.update(phases=PHASES)
+    # the router answers any other method with a 405 on its own: those cases reach no handler
+    cfg.projects.default.phases.coverage.unexpected_methods = set()
     return cfg
 
 
