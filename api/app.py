@@ -13,13 +13,14 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from audio.recording import RecordingPack
 from reader.config import Config
 
 from .auth import Auth
 from .desk import Desk
 from .errors import ApiError, install_handlers
 from .hall import Hall, SinkFactory, default_sink
-from .routes import holds, matches, pages, referees, reference, tournaments, ws
+from .routes import holds, matches, pages, recording, referees, reference, tournaments, ws
 from .runtime import VoiceLike
 
 __all__ = ["ApiError", "create_app"]
@@ -66,8 +67,9 @@ def create_app(
                   description="The hall service of yomite, an automated karuta reader.")
     app.state.auth = auth
     app.state.config = config
+    app.state.recording = RecordingPack(config.voice.recording_pack, config.match)
     install_handlers(app)
     app.include_router(tournaments.pages)  # before pages' /static/{name}: its strings
-    for module in (reference, matches, holds, referees, ws, tournaments, pages):
+    for module in (reference, matches, holds, referees, ws, recording, tournaments, pages):
         app.include_router(module.router)
     return app
