@@ -18,7 +18,7 @@ from reader.config import Config
 from .auth import Auth
 from .errors import ApiError, install_handlers
 from .hall import Hall, SinkFactory, default_sink
-from .routes import holds, matches, pages, referees, reference, ws
+from .routes import clips, holds, matches, pages, referees, reference, ws
 from .runtime import VoiceLike
 
 __all__ = ["ApiError", "create_app"]
@@ -38,12 +38,12 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        v = voice
-        if v is None:
-            from audio.voice import make_voice
+        from audio.voice import make_voice
 
-            v = make_voice(config.voice, config.audio.rate)
-        hall = Hall(config, v, auth, make_sink)
+        rate = config.audio.rate
+        v = voice if voice is not None else make_voice(config.voice, rate)
+        # a match's own voice settings (the console's voice speed) go through the same factory
+        hall = Hall(config, v, auth, make_sink, make_voice=lambda cfg: make_voice(cfg, rate))
         app.state.hall = hall
         await hall.start()
         if on_ready is not None:
@@ -58,6 +58,6 @@ def create_app(
     app.state.auth = auth
     app.state.config = config
     install_handlers(app)
-    for module in (reference, matches, holds, referees, ws, pages):
+    for module in (reference, matches, holds, referees, clips, ws, pages):
         app.include_router(module.router)
     return app

@@ -203,6 +203,8 @@
       this.onMessageError = opts.onMessageError || ((m) => showError(
         new ApiError(0, m.error, m.detail, "")));
       this.onAuthLost = opts.onAuthLost || (() => {});
+      this.onOther = opts.onOther || (() => {}); // messages other than hello/state/error/pong
+      this.query = opts.query || {}; // extra URL parameters (e.g. audience: "speaker")
       this.ws = null;
       this.state = null;
       this.lastSeq = -1;
@@ -270,7 +272,9 @@
       if (this.stopped || this.ws) return;
       const proto = location.protocol === "https:" ? "wss:" : "ws:";
       const tok = this.token();
-      const q = tok ? `?token=${encodeURIComponent(tok)}` : "";
+      const params = new URLSearchParams(this.query);
+      if (tok) params.set("token", tok);
+      const q = params.toString() ? `?${params}` : "";
       let ws;
       try {
         ws = new WebSocket(`${proto}//${location.host}/ws/channels/${encodeURIComponent(this.name)}${q}`);
@@ -311,8 +315,11 @@
           case "error":
             this.onMessageError(msg);
             break;
+          case "pong":
+            break;
           default:
-            break; // pong
+            this.onOther(msg);
+            break;
         }
       };
       ws.onclose = () => {
