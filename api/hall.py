@@ -69,6 +69,10 @@ def public_view(state: dict[str, Any]) -> dict[str, Any]:
         for c in m.get("cards", []):
             if c["finished_s"] is None:
                 c["poem"] = None
+        k = m.get("kimariji")
+        if k:
+            # the cards read only; which cards are left, and how, is the operator's
+            m["kimariji"] = {"read": k["read"]}
     return out
 
 

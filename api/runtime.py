@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, assert_never
@@ -27,6 +27,7 @@ from reader.clip import Clip
 from reader.clock import Clock, OffsetClock
 from reader.commands import Command, PlayClip, Publish, Record, StopAudio
 from reader.config import (
+    VOICE_MATCH_KEYS,
     Config,
     MatchConfig,
     VoiceConfig,
@@ -39,6 +40,7 @@ from reader.engine import Engine
 from reader.errors import ConfigError, IllegalMove, JournalError, ReaderError
 from reader.events import AUDIO_FAULT, RECOVERED, ClearHolds, Event, Hold, Tick, event_name
 from reader.journal import JournalWriter, read_journal, repair, replay
+from reader.kimariji import teaching
 from reader.programme import Phase
 from reader.snapshot import Snapshot
 
@@ -172,6 +174,7 @@ class ChannelRuntime:
         self.voice = voice  # the current match's voice
         self.default_voice = voice
         self.voice_config: VoiceConfig = config.voice
+        self.preset: str | None = None  # the prepared match's preset
         self._voices = voices
         self.speakers = speakers
         self.volume_db = volume_db
@@ -195,6 +198,7 @@ class ChannelRuntime:
         self._state: dict[str, Any] = {}
         self._audio_status = "ok"
         self._prefetch: asyncio.Future[Any] | None = None
+        self._teaching: tuple[Any, dict[str, Any]] | None = None
         self._task: asyncio.Task[None] | None = None
         self.recovered: dict[str, Any] | None = None
         self._publish_state(None)
@@ -351,14 +355,17 @@ class ChannelRuntime:
         header["channel"] = self.name
         # the voice the match reads with, so that a recovered match reads with the same one
         header["voice"] = voice_cfg.model_dump(mode="json")
+        header["preset"] = self.preset if p.replay else p.preset
         self.journal.append(header)
         self.engine = engine
+        if not p.replay:
+            self.preset = p.preset
         self.records = []
         self.recovered = None
         self._start_prefetch(engine)
         if self.speakers is not None:
             self.speakers.refresh(engine, self.voice)
-        self._publish_state(engine.snapshot().to_dict())
+        self._publish_state(self._match_view(engine.snapshot()))
 
     def _replay_of_last(self, p: PrepareMatch
                         ) -> tuple[MatchConfig, VoiceConfig, Deck, int]:
@@ -440,6 +447,7 @@ class ChannelRuntime:
                       "configured one", self.name, e)
             voice_cfg, voice = self.config.voice, self.default_voice
         self._use_voice(voice, voice_cfg)
+        self.preset = contents.header.get("preset")
         engine.use_voice(self.voice)
         # the new output clock starts again near 0: go on in the match's own timeline
         self._frame_offset = round(engine.now_s * self.rate) - round(self.clock.now() * self.rate)
@@ -457,7 +465,7 @@ class ChannelRuntime:
             if self.speakers is not None:
                 self.speakers.refresh(engine, self.voice)
         else:
-            self._publish_state(engine.snapshot().to_dict())
+            self._publish_state(self._match_view(engine.snapshot()))
         log.info("channel %s: recovered %s (%d records, phase %s)", self.name, path,
                  len(contents.records), engine.phase.value)
         return self.recovered
@@ -479,7 +487,22 @@ class ChannelRuntime:
         self._on_record(entry)
 
     def _publish_match(self, snap: Snapshot) -> None:
-        self._publish_state(snap.to_dict())
+        self._publish_state(self._match_view(snap))
+
+    def _match_view(self, snap: Snapshot) -> dict[str, Any]:
+        """The snapshot, with the kimariji of the cards read and of those still on the mats
+        (recomputed when a card has been read)."""
+        out = snap.to_dict()
+        if self.engine is not None:
+            read = tuple(c.poem for c in sorted(snap.cards, key=lambda c: c.n)
+                         if c.finished_s is not None)
+            key = (self.engine.deck.poems, read)
+            if self._teaching is None or self._teaching[0] != key:
+                t = teaching(self.engine.deck.poems, read)
+                self._teaching = (key, {"read": [asdict(c) for c in t.read],
+                                        "left": [asdict(c) for c in t.left]})
+            out["kimariji"] = self._teaching[1]
+        return out
 
     def _publish_state(self, match: dict[str, Any] | None) -> None:
         self._seq += 1
@@ -489,6 +512,9 @@ class ChannelRuntime:
             "audio": self._audio_status,
             "recovered": self.recovered,
             "match": match,
+            # the prepared match's voice and preset (the console shows and compares them)
+            "voice": {k: getattr(self.voice_config, k) for k in VOICE_MATCH_KEYS},
+            "preset": self.preset,
         }
         self._on_publish(self._state)
 
