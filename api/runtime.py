@@ -175,6 +175,7 @@ class ChannelRuntime:
         self.default_voice = voice
         self.voice_config: VoiceConfig = config.voice
         self.preset: str | None = None  # the prepared match's preset
+        self.header: dict[str, Any] | None = None  # the journal's first line
         self._voices = voices
         self.speakers = speakers
         self.volume_db = volume_db
@@ -357,6 +358,7 @@ class ChannelRuntime:
         header["voice"] = voice_cfg.model_dump(mode="json")
         header["preset"] = self.preset if p.replay else p.preset
         self.journal.append(header)
+        self.header = header
         self.engine = engine
         if not p.replay:
             self.preset = p.preset
@@ -448,6 +450,7 @@ class ChannelRuntime:
             voice_cfg, voice = self.config.voice, self.default_voice
         self._use_voice(voice, voice_cfg)
         self.preset = contents.header.get("preset")
+        self.header = contents.header
         engine.use_voice(self.voice)
         # the new output clock starts again near 0: go on in the match's own timeline
         self._frame_offset = round(engine.now_s * self.rate) - round(self.clock.now() * self.rate)

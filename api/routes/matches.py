@@ -109,7 +109,7 @@ async def match_log(svc: Ch, _p: Op,
     if rt.engine is None:
         raise ApiError(404, "no_match", "no match has been prepared on this channel",
                        "POST .../match first")
-    header = rt.engine.header()
+    header = rt.header or rt.engine.header()
     records = list(rt.records)
     timeline = build_timeline(records, rt.rate)
     if format == "csv":
