@@ -66,6 +66,7 @@ class SpeakerBrowser:
         self.page: Page | None = None
         self.errors: list[str] = []
         self.recorder: Recorder | None = None
+        self.promoted = 0
 
     def open(self, url: str) -> Page:
         page = self.browser.new_page(viewport={"width": 800, "height": 700}, locale="ja-JP")
@@ -82,6 +83,8 @@ class SpeakerBrowser:
         self.page.click("#enable")
         self.page.wait_for_function("() => window.Y && Y.speaker && Y.speaker.ready",
                                     timeout=timeout_s * 1000)
+        self.promoted = promote_audio_threads(self.name)
+
 
     def record(self) -> Recorder:
         self.recorder = Recorder(self.wav, source=f"{self.name}.monitor").__enter__()
@@ -107,6 +110,50 @@ class SpeakerBrowser:
         self.keeper.kill()
         self.keeper.wait()
         subprocess.run(["pactl", "unload-module", self.module], capture_output=True, check=False)
+
+
+AUDIO_THREADS = ("AudioOutputDevi", "AudioWorkerThre", "threaded-ml")  # as /proc names them
+
+
+def promote_audio_threads(sink: str, priority: int = 4) -> int:
+    """Real-time scheduling for the audio threads of the Chromium whose PulseAudio sink is
+    `sink` (found by PULSE_SINK in its processes' environment): on a desktop Chromium asks for
+    it itself (through RealtimeKit), which this container lacks, and without it the load of
+    other processes on a shared 2-core machine starves the browser's audio and it underruns.
+    Priority 4 is below PulseAudio's own, as the server does for its own audio thread. Returns
+    how many threads were promoted (0 if not permitted)."""
+    needle = f"PULSE_SINK={sink}".encode()
+    parent: dict[int, int] = {}
+    roots: set[int] = set()
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (proc / "stat").read_text()
+            parent[int(proc.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+            if needle in (proc / "environ").read_bytes().split(b"\0"):
+                roots.add(int(proc.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    # the browser process has the variable; its children (forked by the zygote) do not
+    # show it, so take every descendant of a process that has it
+    ours = set(roots)
+    grew = True
+    while grew:
+        grew = False
+        for pid, ppid in parent.items():
+            if ppid in ours and pid not in ours:
+                ours.add(pid)
+                grew = True
+    done = 0
+    for pid in ours:
+        try:
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                if (task / "comm").read_text().strip() in AUDIO_THREADS:
+                    os.sched_setscheduler(int(task.name), os.SCHED_FIFO,
+                                          os.sched_param(priority))
+                    done += 1
+        except OSError:
+            continue
+    return done
 
 
 @dataclass
