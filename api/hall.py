@@ -15,6 +15,7 @@ from audio.errors import AudioError
 from audio.sink import NullSink, Sink
 from reader.clip import Clip
 from reader.config import ChannelConfig, Config, VoiceConfig, VoiceEngine
+from reader.errors import ConfigError
 from reader.events import Hold, Release
 
 from .auth import Auth
@@ -206,8 +207,6 @@ class Voices:
         v = self._voices.pop(cfg, None)
         if v is None:
             if self._make is None:
-                from reader.errors import ConfigError
-
                 raise ConfigError("this server cannot change the voice per match")
             v = self._make(cfg)
         self._voices[cfg] = v  # most recent last
