@@ -201,3 +201,19 @@ def test_kimariji_in_the_state_for_the_operator_and_the_projector(client):
         assert c["kimariji"] == kimariji(no, set(engine.deck.poems) - {first["poem"]})
     public = client.get("/api/channels/main").json()["match"]
     assert "left" not in public["kimariji"] and public["kimariji"]["read"] == m["kimariji"]["read"]
+
+
+def test_speaker_pages_per_channel_are_bounded(tmp_path, monkeypatch):
+    from starlette.websockets import WebSocketDisconnect
+
+    monkeypatch.chdir(tmp_path)
+    cfg = make_config(**{})
+    data = cfg.model_dump(mode="json")
+    data["server"]["speakers"]["max_per_channel"] = 1
+    with TestClient(create_app(parse_config(data), operator_token=TOKEN)) as c, \
+            c.websocket_connect("/ws/channels/main?audience=speaker") as first:
+        assert first.receive_json()["type"] == "hello"
+        with pytest.raises(WebSocketDisconnect) as e, \
+                c.websocket_connect("/ws/channels/main?audience=speaker") as second:
+            second.receive_json()
+        assert e.value.code == 1013 and "too many speaker pages" in e.value.reason
