@@ -159,6 +159,8 @@ def test_the_speaker_audience_gets_the_schedule_and_its_clips(client):
         assert "speaker" not in seen and seen.count("state") >= 3  # others pay nothing for it
         hub = client.app.state.hall.channels["main"].hub
         assert len(hub.speakers) == 1 and len(hub.clients) == 2
+        sp = client.get("/api/channels/main", headers=OP).json()["speakers"]
+        assert sp == {"mode": "browser", "pages": 1}
     r = client.get(first["url"])
     assert r.status_code == 200 and r.headers["content-type"] == "audio/ogg"
     assert "immutable" in r.headers["cache-control"] and r.content[:4] == b"OggS"

@@ -60,8 +60,8 @@ async def ws(websocket: WebSocket, ch: str) -> None:
     svc.hub.send_to(client, {"type": "state", **view(svc, p)})
     if speaker and svc.speakers is not None:
         svc.hub.send_to(client, svc.speakers.message())
-    if client.referee:
-        svc.broadcast()  # the console shows who is connected
+    if client.referee or speaker:
+        svc.broadcast()  # the console shows who is connected, and how many speakers
     try:
         while True:
             text = await websocket.receive_text()
@@ -72,7 +72,7 @@ async def ws(websocket: WebSocket, ch: str) -> None:
         log.info("websocket on %s closed: %s", ch, e)
     finally:
         svc.hub.remove(client)
-        if client.referee:
+        if client.referee or speaker:
             svc.broadcast()
 
 
