@@ -188,3 +188,13 @@ def test_presets_settings_projector_and_replay(server: Server, browser: Browser)
     console.select_option("#channel", "pink")
     assert console.input_value("#memorise") == "9"
     assert not errors, errors
+
+
+def test_a_speaker_page_on_a_channel_without_speakers_says_so(server: Server,
+                                                             browser: Browser) -> None:
+    errors: list[str] = []
+    page = open_page(browser, f"{server.base}/speaker/main", errors)
+    expect(page.locator("#sound-text")).to_contain_text("スピーカーに使えません")
+    expect(page.locator("#sound-text")).to_contain_text("output: browser or both")
+    assert page.evaluate("Y.live.stopped"), "it stops asking"
+    assert not [e for e in errors if "WebSocket" not in e], errors

@@ -43,14 +43,16 @@ async def ws(websocket: WebSocket, ch: str) -> None:
         await websocket.close(code=1008, reason="unknown token: join again")
         return
     speaker = websocket.query_params.get("audience") == "speaker"
+    refusal = None
     if speaker and svc.speakers is None:
-        await websocket.close(code=1008, reason=f"channel {ch} has no browser speakers "
-                              "(server.channels[].output: browser or both)")
-        return
-    if speaker and len(svc.hub.speakers) >= config.server.speakers.max_per_channel:
-        await websocket.close(code=1013, reason="too many speaker pages on this channel")
-        return
+        refusal = (1008, f"channel {ch} has no browser speakers "
+                         "(server.channels[].output: browser or both)")
+    elif speaker and len(svc.hub.speakers) >= config.server.speakers.max_per_channel:
+        refusal = (1013, "too many speaker pages on this channel")
     await websocket.accept()
+    if refusal is not None:  # accepted first, so that a browser can read the reason
+        await websocket.close(code=refusal[0], reason=refusal[1])
+        return
     client = svc.hub.add(websocket.send_text, websocket.close,
                          operator=p.role is Role.OPERATOR,
                          referee=p.referee if p.channel == ch else None, name=p.name,

@@ -204,6 +204,7 @@
         new ApiError(0, m.error, m.detail, "")));
       this.onAuthLost = opts.onAuthLost || (() => {});
       this.onOther = opts.onOther || (() => {}); // messages other than hello/state/error/pong
+      this.onClose = opts.onClose || (() => true); // (CloseEvent) => false stops reconnecting
       this.query = opts.query || {}; // extra URL parameters (e.g. audience: "speaker")
       this.ws = null;
       this.state = null;
@@ -322,8 +323,13 @@
             break;
         }
       };
-      ws.onclose = () => {
+      ws.onclose = (ev) => {
         if (this.ws !== ws) return;
+        if (this.onClose(ev) === false) { // the page gives up (a refusal that will not change)
+          this.ws = null;
+          this.stop();
+          return;
+        }
         this._closed(opened);
       };
       ws.onerror = () => { /* onclose follows */ };

@@ -185,6 +185,7 @@
   const playing = new Map(); // id -> {c, src, gain, ctxAt, end, off}
   const stats = { placed: 0, late: 0, resyncs: 0, stops: 0, silenced: 0, log: [] };
   let match = null; // the public state's match
+  let refused = null; // why the server refused this page
 
   // ------------------------------------------------------------------ the connection
   const conn = new Y.Channel(ch, {
@@ -208,6 +209,12 @@
     onOther: (msg) => {
       if (msg.type === "sync") onSync(msg);
       else if (msg.type === "speaker") onSchedule(msg);
+    },
+    onClose: (ev) => {
+      if (ev.code !== 1008) return true;
+      refused = ev.reason || "refused";
+      render();
+      return false; // this channel has no browser speakers: asking again will not help
     },
   });
   Y.live = conn;
@@ -420,11 +427,14 @@
   // ------------------------------------------------------------------ showing it
   function render() {
     ui.chname.textContent = ch;
-    ui.now.hidden = !ctx;
+    ui.now.hidden = !ctx && !refused;
     ui.clock.hidden = !ctx;
     let state = "silent";
     let text = t("speaker_ready");
-    if (!online) {
+    if (refused) {
+      state = "lost";
+      text = t("speaker_refused", { reason: refused });
+    } else if (!online) {
       state = "lost";
       text = t("speaker_lost");
     } else if (ctx && ctx.state !== "running") {
