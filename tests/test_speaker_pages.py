@@ -229,9 +229,9 @@ def check_audio(server: Server, cap_a: Any, cap_b: Any, schedule: ScheduleLog, c
     assert max(abs(x) for x in between) <= TOLERANCE_MS, f"B - A: {between}"
     assert max(abs(x) for x in gaps) <= TOLERANCE_MS, f"gap errors: {gaps}"
     assert all(abs(x) <= 150 for x in after_step), f"after an underrun: {after_step}"
-    assert len(unclear) + len(after_step) <= len(rows) // 2, "most clips were disturbed"
+    assert len(clean) >= 3, f"only {len(clean)} clips were not disturbed by an underrun"
     assert max(stop_ms) <= 100, f"hold -> silence: {stop_ms} ms"
-    check_resume(timeline, schedule, clips, tmap, cap_a, cap_b, bias)
+    check_resume(timeline, schedule, clips, tmap, cap_a, cap_b, bias, steps)
     assert reload_at is not None
     check_rejoin(cap_a, cap_b, reload_at, schedule, tmap)
 
@@ -253,7 +253,8 @@ def summary(st: dict[str, Any]) -> str:
 
 
 def check_resume(timeline: list[dict[str, Any]], schedule: ScheduleLog, clips: ClipAudio,
-                 tmap: TimelineMap, cap_a: Any, cap_b: Any, bias_ms: float) -> None:
+                 tmap: TimelineMap, cap_a: Any, cap_b: Any, bias_ms: float,
+                 steps: list[float]) -> None:
     """After each hold the cut verse is read again from its start (restart_verse), at the
     frame the journal says, on both speakers."""
     cuts = [i for i, r in enumerate(timeline) if r.get("cut") and r["kind"] in
@@ -266,10 +267,13 @@ def check_resume(timeline: list[dict[str, Any]], schedule: ScheduleLog, clips: C
         c = next(c for c in schedule.clips.values()
                  if abs(c["at_s"] - again["start_s"]) < 1e-6)
         expected = tmap.mono(again["start_s"]) + clips.first_loud(c["url"]) / 48000
+        # just after an underrun of a browser's output everything is late until it is followed
+        bound = 150 if any(-1.0 < expected - g < 0.05 for g in steps) else TOLERANCE_MS
         for cap in (cap_a, cap_b):
             got = onset(cap, expected)
-            assert got is not None and abs((got - expected) * 1000 - bias_ms) <= TOLERANCE_MS, (
-                f"the resumed {again['label']} sounded at {got} instead of {expected}")
+            assert got is not None and abs((got - expected) * 1000 - bias_ms) <= bound, (
+                f"the resumed {again['label']} sounded {(got - expected) * 1000:+.1f} ms off "
+                f"the journal's frame (bias {bias_ms:+.1f} ms)" if got else "never resumed")
 
 
 def check_rejoin(cap_a: Any, cap_b: Any, reload_at: float, schedule: ScheduleLog,
