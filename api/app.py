@@ -13,12 +13,13 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from audio.recording import RecordingPack
 from reader.config import Config
 
 from .auth import Auth
 from .errors import ApiError, install_handlers
 from .hall import Hall, SinkFactory, default_sink
-from .routes import clips, holds, matches, pages, referees, reference, ws
+from .routes import clips, holds, matches, pages, recording, referees, reference, ws
 from .runtime import VoiceLike
 
 __all__ = ["ApiError", "create_app"]
@@ -57,7 +58,8 @@ def create_app(
                   description="The hall service of yomite, an automated karuta reader.")
     app.state.auth = auth
     app.state.config = config
+    app.state.recording = RecordingPack(config.voice.recording_pack, config.match)
     install_handlers(app)
-    for module in (reference, matches, holds, referees, clips, ws, pages):
+    for module in (reference, matches, holds, referees, clips, ws, recording, pages):
         app.include_router(module.router)
     return app

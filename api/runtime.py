@@ -37,7 +37,7 @@ from reader.config import (
 )
 from reader.deck import Deck
 from reader.engine import Engine
-from reader.errors import ConfigError, IllegalMove, JournalError, ReaderError
+from reader.errors import BadDeck, ConfigError, IllegalMove, JournalError, ReaderError
 from reader.events import AUDIO_FAULT, RECOVERED, ClearHolds, Event, Hold, Tick, event_name
 from reader.journal import JournalWriter, read_journal, repair, replay
 from reader.kimariji import teaching
@@ -51,6 +51,7 @@ ENDED = (Phase.READY, Phase.FINISHED, Phase.CLOSED, Phase.ABORTED)
 
 
 class VoiceLike(Protocol):
+    def lacks(self, poems: list[int]) -> list[int]: ...
     def frames(self, clip: Clip) -> int: ...
     def pcm(self, clip: Clip) -> np.ndarray: ...
     def prefetch(self, clips: list[Clip], progress: Any = None) -> Any: ...
@@ -112,6 +113,9 @@ class Gained:
     def prefetch(self, clips: list[Clip], progress: Any = None) -> Any:
         return self.voice.prefetch(clips, progress)
 
+    def lacks(self, poems: list[int]) -> list[int]:
+        return self.voice.lacks(poems)
+
 
 @dataclass(frozen=True, slots=True)
 class AudioFault:
@@ -143,6 +147,17 @@ def carry_out(
                 publish(snap)
             case _:
                 assert_never(c)
+
+
+def check_voice_covers(voice: VoiceLike, deck: Deck) -> None:
+    """BadDeck (422) naming the deck's poems the voice cannot read (a partial pack)."""
+    lacking = voice.lacks(list(deck.poems))
+    if lacking:
+        raise BadDeck(
+            f"the voice pack lacks poems {', '.join(map(str, lacking))} of this deck: record "
+            "them, choose a deck it covers, or set voice.pack_fallback: true (--pack-fallback "
+            "on the command line)"
+        )
 
 
 class SinkClock:
@@ -338,6 +353,7 @@ class ChannelRuntime:
             deck = Deck.build(colors=colors, poems=p.poems, seed=p.seed)
             cards = None
         voice = self._voice_for(voice_cfg)
+        check_voice_covers(voice, deck)
         self._frame_offset = 0
         self._match_clock = self.clock
         lead_ms = self.config.audio.schedule_lead_ms

@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from audio.codec import decode
+from audio.voice import MORA_S_AT_SPEED_1
 from reader.config import parse_config
 from reader.kimariji import kimariji
 
@@ -94,7 +95,7 @@ def test_a_recovered_match_reads_with_its_own_voice(tmp_path, monkeypatch):
         assert s["recovered"] and s["voice"]["speed"] == 1.5
         hall = c.app.state.hall
         assert hall.channels["main"].runtime.voice.params["mora_s"] == pytest.approx(
-            0.131 / 1.5)
+            MORA_S_AT_SPEED_1 / 1.5)
 
 
 def test_replay_prepares_the_last_match_again(client):
