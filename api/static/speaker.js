@@ -360,9 +360,7 @@
       if (playing.get(c.id) === p) playing.delete(c.id);
     };
     stats.placed += 1;
-    const ks = output.samples.slice().sort((a, b) => a - b);
-    stats.log.push({ id: c.id, at_s: c.at_s, when, off, ctxAt, k: output.k, kmin: ks[0],
-      kmax: ks[ks.length - 1], k90: ks[Math.floor(ks.length * 0.9)], n: ks.length,
+    stats.log.push({ id: c.id, at_s: c.at_s, when, off, ctxAt, k: output.k,
       perf: performance.now(), heard: server.perf(c.at_s) + (when - ctxAt) * 1000 });
     if (stats.log.length > 400) stats.log.shift();
     render();
