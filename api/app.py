@@ -20,7 +20,17 @@ from .auth import Auth
 from .desk import Desk
 from .errors import ApiError, install_handlers
 from .hall import Hall, SinkFactory, default_sink
-from .routes import holds, matches, pages, recording, referees, reference, tournaments, ws
+from .routes import (
+    clips,
+    holds,
+    matches,
+    pages,
+    recording,
+    referees,
+    reference,
+    tournaments,
+    ws,
+)
 from .runtime import VoiceLike
 
 __all__ = ["ApiError", "create_app"]
@@ -40,12 +50,12 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        v = voice
-        if v is None:
-            from audio.voice import make_voice
+        from audio.voice import make_voice
 
-            v = make_voice(config.voice, config.audio.rate)
-        hall = Hall(config, v, auth, make_sink)
+        rate = config.audio.rate
+        v = voice if voice is not None else make_voice(config.voice, rate)
+        # a match's own voice settings (the console's voice speed) go through the same factory
+        hall = Hall(config, v, auth, make_sink, make_voice=lambda cfg: make_voice(cfg, rate))
         app.state.hall = hall
         await hall.start()
         desk = Desk(config, hall)  # after the hall: it matches rounds with channel journals
@@ -70,6 +80,7 @@ def create_app(
     app.state.recording = RecordingPack(config.voice.recording_pack, config.match)
     install_handlers(app)
     app.include_router(tournaments.pages)  # before pages' /static/{name}: its strings
-    for module in (reference, matches, holds, referees, ws, recording, tournaments, pages):
+    for module in (reference, matches, holds, referees, clips, ws, recording, tournaments,
+                   pages):
         app.include_router(module.router)
     return app

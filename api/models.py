@@ -17,7 +17,16 @@ class MatchRequest(Strict):
     colors: list[Annotated[str, Field(max_length=16)]] = Field(default=[], max_length=5)
     poems: list[Annotated[int, Field(ge=1, le=100)]] = Field(default=[], max_length=100)
     seed: int | None = Field(default=None, ge=0, le=SEED_MAX)
-    overrides: dict[str, Any] = Field(default={})
+    preset: str | None = Field(default=None, max_length=32,
+                               description="a preset's id (GET /api/presets); the overrides "
+                                           "below go on top of it")
+    overrides: dict[str, Any] = Field(default={}, description="keys of config.yaml's `match`")
+    voice: dict[str, Any] = Field(default={}, max_length=3,
+                                  description="the voice's speed, pitch and phrase_pause_s")
+
+
+class VolumeRequest(Strict):
+    volume_db: float = Field(ge=-60, le=0, description="0 is the clips' own loudness")
 
 
 class JoinRequest(Strict):

@@ -159,10 +159,29 @@ class AudioConfig(Frozen):
     schedule_lead_ms: float = Field(30.0, ge=0, le=1000)
 
 
+ChannelOutput = Literal["device", "browser", "both"]
+
+
 class ChannelConfig(Frozen):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,31}$")
     device: str | int | None = None
     colors: tuple[str, ...] | None = None
+    # device: the server's sound card; browser: the /speaker pages (the engine then runs on a
+    # wall clock); both: the sound card, and the speaker pages follow its clock
+    output: ChannelOutput = "device"
+    volume_db: float = Field(0.0, ge=-60, le=0)  # the channel's volume (the console changes it)
+
+
+class SpeakersConfig(Frozen):
+    """The browser speakers (/speaker/{channel})."""
+
+    # the first clip after a start or an extra card is sent this far ahead on a channel with
+    # browser speakers, so that a page has fetched and decoded it before it is due
+    lead_ms: float = Field(500.0, ge=0, le=5000)
+    # speaker pages per channel (each costs the server one message per clip)
+    max_per_channel: int = Field(64, ge=1, le=1000)
+    # a clip's Opus bit rate: speech is transparent from ~32 kbit/s
+    bitrate_kbps: int = Field(48, ge=16, le=256)
 
 
 class SecurityConfig(Frozen):
@@ -182,6 +201,7 @@ class ServerConfig(Frozen):
     security: SecurityConfig = SecurityConfig()
     client_queue: int = Field(64, ge=1, le=10000)
     hold_debounce_ms: float = Field(0.0, ge=0, le=5000)
+    speakers: SpeakersConfig = SpeakersConfig()
 
     @field_validator("channels")
     @classmethod
@@ -208,6 +228,54 @@ class DeskConfig(Frozen):
     long_poll_s: float = Field(25.0, ge=1, le=120)  # a live page's wait for the next change
 
 
+# What a match may change of the voice (the console's voice speed): never the engine, the pack
+# or the cache folder, which are the installation's
+VOICE_MATCH_KEYS: tuple[str, ...] = ("speed", "pitch", "phrase_pause_s")
+
+
+class Preset(Frozen):
+    """A one-tap set of match settings (the console's 大会 / 授業 / 初めて and the organisers'
+    own): `match` takes the keys of `match` (as per-match overrides do), `voice` those of
+    VOICE_MATCH_KEYS. What a preset leaves out comes from the configuration."""
+
+    label: str = Field(min_length=1, max_length=40)
+    label_en: str | None = Field(None, min_length=1, max_length=40)
+    description: str = Field("", max_length=300)
+    description_en: str = Field("", max_length=300)
+    match: dict[str, Any] = Field(default_factory=dict)
+    voice: dict[str, Any] = Field(default_factory=dict)
+
+
+PRESET_ID = r"^[a-z0-9][a-z0-9_-]{0,31}$"
+
+# The built-in presets. 大会 is the Hiroshima tournament's rules (../shared/rules: 30 s to
+# memorise, 17 cards, each verse once, the national pace); 授業 and 初めて are for classes.
+BUILTIN_PRESETS: dict[str, Preset] = {
+    "tournament": Preset(
+        label="大会", label_en="Tournament",
+        description="広島大会の規定: 暗記 30 秒、17 枚、下の句 1 回、ふつうの速さ",
+        description_en="The Hiroshima rules: 30 s to memorise, 17 cards, lower verse once, "
+                       "the national pace",
+        match={"memorise_s": 30, "cards": 17, "lower_verse_times": 1,
+               "gaps": {"after_call_s": 1.0, "between_verses_s": 1.0, "between_cards_s": 1.5,
+                        "repeat_s": 1.0}},
+        voice={"speed": 1.0, "phrase_pause_s": 0.15}),
+    "classroom": Preset(
+        label="授業", label_en="Class",
+        description="下の句を 2 回、暗記 60 秒、少しゆっくり",
+        description_en="Lower verse twice, 60 s to memorise, a slower voice",
+        match={"memorise_s": 60, "lower_verse_times": 2},
+        voice={"speed": 0.85}),
+    "beginner": Preset(
+        label="初めて", label_en="First time",
+        description="下の句を 2 回、暗記 90 秒、もっとゆっくり、間を長く",
+        description_en="Lower verse twice, 90 s to memorise, slower still, longer gaps",
+        match={"memorise_s": 90, "lower_verse_times": 2,
+               "gaps": {"between_verses_s": 2.0, "between_cards_s": 3.0, "repeat_s": 1.5}},
+        voice={"speed": 0.7, "phrase_pause_s": 0.3}),
+}
+
+
 class Config(Frozen):
     match: MatchConfig = MatchConfig()
     voice: VoiceConfig = VoiceConfig()
@@ -215,6 +283,36 @@ class Config(Frozen):
     server: ServerConfig = ServerConfig()
     desk: DeskConfig = DeskConfig()
     journal_dir: Path = Path("var/journal")
+    # organisers' presets, beside (or instead of, with the same id) the built-in ones
+    presets: dict[str, Preset] = Field(default_factory=dict, max_length=32)
+
+    @field_validator("presets")
+    @classmethod
+    def _preset_ids(cls, v: dict[str, Preset]) -> dict[str, Preset]:
+        import re
+
+        for k in v:
+            if not re.fullmatch(PRESET_ID, k):
+                raise ValueError(f"preset id {k!r}: use lower-case letters, digits, - and _ "
+                                 "(at most 32)")
+        return v
+
+    @model_validator(mode="after")
+    def _presets_apply(self) -> Self:
+        for pid, p in self.presets.items():
+            try:
+                with_match_overrides(self.match, p.match)
+            except ConfigError as e:
+                raise ValueError(str(e).replace("overrides: ", f"presets.{pid}.match.")) from None
+            try:
+                with_voice_overrides(self.voice, p.voice)
+            except ConfigError as e:
+                raise ValueError(str(e).replace("overrides: ", f"presets.{pid}.")) from None
+        return self
+
+    def all_presets(self) -> dict[str, Preset]:
+        """The built-in presets, then the organisers' (the same id replaces a built-in)."""
+        return {**BUILTIN_PRESETS, **self.presets}
 
 
 def _allowed_keys(model: type[BaseModel], loc: tuple[str | int, ...]) -> list[str] | None:
@@ -244,7 +342,9 @@ def explain(err: ValidationError, source: str, root: type[BaseModel] = Config) -
     for e in err.errors():
         loc = tuple(e["loc"])
         key = ".".join(str(p) for p in loc) or "(top level)"
-        if e["type"] == "extra_forbidden":
+        if not loc:  # a check of the whole file: its message names the keys itself
+            lines.append(f"{source}: {str(e['msg']).removeprefix('Value error, ')}")
+        elif e["type"] == "extra_forbidden":
             allowed = _allowed_keys(root, loc[:-1])
             hint = f"; allowed keys here: {', '.join(allowed)}" if allowed else ""
             lines.append(f"{source}: {key}: unknown key{hint}")
@@ -287,6 +387,28 @@ def with_match_overrides(match: MatchConfig, overrides: dict[str, Any]) -> Match
         return MatchConfig.model_validate(merged)
     except ValidationError as e:
         raise explain(e, "overrides", MatchConfig) from None
+
+
+def with_voice_overrides(voice: VoiceConfig, overrides: dict[str, Any]) -> VoiceConfig:
+    """A match's voice: the configured one with per-match `overrides` (VOICE_MATCH_KEYS)."""
+    for k in overrides:
+        if k not in VOICE_MATCH_KEYS:
+            raise ConfigError(f"overrides: voice.{k}: cannot be changed per match; allowed keys "
+                              f"here: {', '.join(VOICE_MATCH_KEYS)}")
+    merged = {**voice.model_dump(mode="json"), **overrides}
+    try:
+        return _VoiceOnly.model_validate({"voice": merged}).voice
+    except ValidationError as e:
+        raise explain(e, "overrides", _VoiceOnly) from None
+
+
+class _VoiceOnly(Frozen):
+    voice: VoiceConfig
+
+
+def merge_overrides(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`over` on top of `base`, nested mappings merged key by key (a preset, then the form)."""
+    return _deep_merge(base, over)
 
 
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

@@ -81,6 +81,40 @@ def test_match_overrides_merge_and_validate():
         with_match_overrides(Config().match, {"gaps": {"between_cards_s": -2}})
 
 
+def test_presets_and_channel_outputs():
+    cfg = load_config(ROOT / "config.yaml")
+    assert list(cfg.all_presets()) == ["tournament", "classroom", "beginner"]
+    assert cfg.server.channels[0].output == "device" and cfg.server.speakers.lead_ms == 500
+    own = parse_config({"presets": {"classroom": {"label": "授業 (短縮)",
+                                                  "match": {"memorise_s": 20}},
+                                    "drill": {"label": "練習", "voice": {"speed": 0.9}}}})
+    ps = own.all_presets()
+    assert list(ps) == ["tournament", "classroom", "beginner", "drill"]
+    assert ps["classroom"].match == {"memorise_s": 20} and ps["drill"].voice == {"speed": 0.9}
+    with pytest.raises(ConfigError, match=r"server\.channels\.0\.output: Input should be "
+                                          r"'device', 'browser' or 'both'"):
+        parse_config({"server": {"channels": [{"name": "a", "output": "speakers"}]}})
+    with pytest.raises(ConfigError, match=r"presets\.x\.match\.gaps\.repeat_s: Input should be"):
+        parse_config({"presets": {"x": {"label": "X", "match": {"gaps": {"repeat_s": -1}}}}})
+    with pytest.raises(ConfigError, match=r"presets\.x\.voice\.engine: cannot be changed"):
+        parse_config({"presets": {"x": {"label": "X", "voice": {"engine": "pack"}}}})
+
+
+def test_builtin_presets_follow_the_rules_and_slow_down_for_classes():
+    from reader.config import BUILTIN_PRESETS, with_match_overrides, with_voice_overrides
+
+    base = Config()
+    t = with_match_overrides(base.match, BUILTIN_PRESETS["tournament"].match)
+    assert (t.memorise_s, t.cards, t.lower_verse_times) == (30, 17, 1)  # rules 5, 16, 7
+    c = with_match_overrides(base.match, BUILTIN_PRESETS["classroom"].match)
+    b = with_match_overrides(base.match, BUILTIN_PRESETS["beginner"].match)
+    assert c.lower_verse_times == b.lower_verse_times == 2 and c.memorise_s == 60
+    assert b.gaps.between_cards_s > c.gaps.between_cards_s
+    speeds = [with_voice_overrides(base.voice, BUILTIN_PRESETS[k].voice).speed
+              for k in ("tournament", "classroom", "beginner")]
+    assert speeds == sorted(speeds, reverse=True) and speeds[0] == 1.0
+
+
 def test_a_call_switched_off_keeps_its_words_and_a_new_text_needs_its_reading():
     move = {"text": "次の試合場へ", "yomi": "つぎのしあいじょうへ"}
     cfg = parse_config({"match": {"bow_call": {"enabled": False}, "move_call": move}})

@@ -7,9 +7,10 @@ import csv
 import io
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
+from reader.config import VOICE_MATCH_KEYS, Config, with_match_overrides, with_voice_overrides
 from reader.events import Abort, Bow, ClearHolds, Close, Event, ExtraCard, Start
 from reader.timeline import build_timeline
 
@@ -17,7 +18,7 @@ from ..auth import Principal
 from ..deps import Ch, HallDep, Op, Who, submit, view
 from ..errors import ApiError
 from ..hall import ChannelService
-from ..models import AbortRequest, MatchRequest
+from ..models import AbortRequest, MatchRequest, VolumeRequest
 from ..runtime import PrepareMatch
 
 router = APIRouter(tags=["matches"])
@@ -36,7 +37,42 @@ async def channel_state(svc: Ch, p: Who) -> dict[str, Any]:
 @router.post("/api/channels/{ch}/match")
 async def prepare(svc: Ch, p: Op, body: MatchRequest) -> dict[str, Any]:
     await submit(svc, PrepareMatch(tuple(body.colors), tuple(body.poems), body.seed,
-                                   body.overrides))
+                                   body.overrides, body.voice, body.preset))
+    return view(svc, p)
+
+
+@router.post("/api/channels/{ch}/match/replay")
+async def replay(svc: Ch, p: Op) -> dict[str, Any]:
+    """感想戦: prepare the last match again, the same deck, order, settings and voice."""
+    await submit(svc, PrepareMatch(replay=True))
+    return view(svc, p)
+
+
+@router.get("/api/presets")
+async def presets(request: Request) -> list[dict[str, Any]]:
+    """The presets (built-in, then config.yaml's `presets:`), each with the settings a match
+    prepared with it gets: the configuration with the preset's keys on top."""
+    config: Config = request.app.state.config
+    out = []
+    for pid, pr in config.all_presets().items():
+        m = with_match_overrides(config.match, pr.match)
+        v = with_voice_overrides(config.voice, pr.voice)
+        out.append({"id": pid, "label": pr.label, "label_en": pr.label_en or pr.label,
+                    "description": pr.description,
+                    "description_en": pr.description_en or pr.description,
+                    "sets": {"match": pr.match, "voice": pr.voice},
+                    "match": {"cards": m.cards, "memorise_s": m.memorise_s,
+                              "lower_verse_times": m.lower_verse_times,
+                              "gaps": m.gaps.model_dump(mode="json")},
+                    "voice": {k: getattr(v, k) for k in VOICE_MATCH_KEYS}})
+    return out
+
+
+@router.put("/api/channels/{ch}/volume")
+async def volume(svc: Ch, p: Op, body: VolumeRequest) -> dict[str, Any]:
+    """The channel's volume, at once on the speaker pages and from the next clip on the
+    server's own output."""
+    svc.set_volume(body.volume_db)
     return view(svc, p)
 
 
@@ -90,7 +126,7 @@ async def match_log(svc: Ch, _p: Op,
     if rt.engine is None:
         raise ApiError(404, "no_match", "no match has been prepared on this channel",
                        "POST .../match first")
-    header = rt.engine.header()
+    header = rt.header or rt.engine.header()
     records = list(rt.records)
     timeline = build_timeline(records, rt.rate)
     if format == "csv":

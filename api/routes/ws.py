@@ -1,5 +1,8 @@
 """The WebSocket of a channel: `hello`, the full state on connect and after every change;
-referees (and the operator) send hold / release; anyone may ping."""
+referees (and the operator) send hold / release; anyone may ping. A speaker page connects with
+`?audience=speaker` and also gets the channel's audio schedule (`speaker` messages, see
+api.speaker); `sync` probes the timeline's clock (`{"type": "sync", "id", "c"}` is answered at
+once with the same fields and `s`, the timeline's time)."""
 
 from __future__ import annotations
 
@@ -39,15 +42,28 @@ async def ws(websocket: WebSocket, ch: str) -> None:
     except PermissionError:
         await websocket.close(code=1008, reason="unknown token: join again")
         return
+    speaker = websocket.query_params.get("audience") == "speaker"
+    refusal = None
+    if speaker and svc.speakers is None:
+        refusal = (1008, f"channel {ch} has no browser speakers "
+                         "(server.channels[].output: browser or both)")
+    elif speaker and len(svc.hub.speakers) >= config.server.speakers.max_per_channel:
+        refusal = (1013, "too many speaker pages on this channel")
     await websocket.accept()
+    if refusal is not None:  # accepted first, so that a browser can read the reason
+        await websocket.close(code=refusal[0], reason=refusal[1])
+        return
     client = svc.hub.add(websocket.send_text, websocket.close,
                          operator=p.role is Role.OPERATOR,
-                         referee=p.referee if p.channel == ch else None, name=p.name)
+                         referee=p.referee if p.channel == ch else None, name=p.name,
+                         speaker=speaker)
     svc.hub.send_to(client, {"type": "hello", "role": p.role.value, "referee": p.referee,
                              "channel": ch})
     svc.hub.send_to(client, {"type": "state", **view(svc, p)})
-    if client.referee:
-        svc.broadcast()  # the console shows who is connected
+    if speaker and svc.speakers is not None:
+        svc.hub.send_to(client, svc.speakers.message())
+    if client.referee or speaker:
+        svc.broadcast()  # the console shows who is connected, and how many speakers
     try:
         while True:
             text = await websocket.receive_text()
@@ -58,7 +74,7 @@ async def ws(websocket: WebSocket, ch: str) -> None:
         log.info("websocket on %s closed: %s", ch, e)
     finally:
         svc.hub.remove(client)
-        if client.referee:
+        if client.referee or speaker:
             svc.broadcast()
 
 
@@ -74,6 +90,9 @@ async def _message(svc: ChannelService, p: Principal, client: Any, text: str) ->
         kind = None
     if kind == "ping":
         svc.hub.send_to(client, {"type": "pong", "seq": svc.seq})
+        return
+    if kind == "sync":
+        svc.hub.send_to(client, svc.sync(msg))
         return
     if kind not in ("hold", "release"):
         svc.hub.send_to(client, {"type": "error", "error": "bad_message",

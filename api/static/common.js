@@ -203,6 +203,9 @@
       this.onMessageError = opts.onMessageError || ((m) => showError(
         new ApiError(0, m.error, m.detail, "")));
       this.onAuthLost = opts.onAuthLost || (() => {});
+      this.onOther = opts.onOther || (() => {}); // messages other than hello/state/error/pong
+      this.onClose = opts.onClose || (() => true); // (CloseEvent) => false stops reconnecting
+      this.query = opts.query || {}; // extra URL parameters (e.g. audience: "speaker")
       this.ws = null;
       this.state = null;
       this.lastSeq = -1;
@@ -270,7 +273,9 @@
       if (this.stopped || this.ws) return;
       const proto = location.protocol === "https:" ? "wss:" : "ws:";
       const tok = this.token();
-      const q = tok ? `?token=${encodeURIComponent(tok)}` : "";
+      const params = new URLSearchParams(this.query);
+      if (tok) params.set("token", tok);
+      const q = params.toString() ? `?${params}` : "";
       let ws;
       try {
         ws = new WebSocket(`${proto}//${location.host}/ws/channels/${encodeURIComponent(this.name)}${q}`);
@@ -311,12 +316,20 @@
           case "error":
             this.onMessageError(msg);
             break;
+          case "pong":
+            break;
           default:
-            break; // pong
+            this.onOther(msg);
+            break;
         }
       };
-      ws.onclose = () => {
+      ws.onclose = (ev) => {
         if (this.ws !== ws) return;
+        if (this.onClose(ev) === false) { // the page gives up (a refusal that will not change)
+          this.ws = null;
+          this.stop();
+          return;
+        }
         this._closed(opened);
       };
       ws.onerror = () => { /* onclose follows */ };
