@@ -31,7 +31,10 @@ def create_app(
     make_sink: SinkFactory = default_sink,
     operator_token: str | None = None,
     on_ready: Callable[[Hall, str, bool], None] | None = None,
+    listen: tuple[str, int] | None = None,
 ) -> FastAPI:
+    """`listen`: the host and port the server is bound to (the join links' port); default
+    the config's."""
     sec = config.server.security
     auth = Auth(operator_token or sec.operator_token, sec.pin_attempts_per_minute,
                 store=config.journal_dir / "referees.json")
@@ -57,6 +60,7 @@ def create_app(
                   description="The hall service of yomite, an automated karuta reader.")
     app.state.auth = auth
     app.state.config = config
+    app.state.listen = listen or (config.server.host, config.server.port)
     install_handlers(app)
     for module in (reference, matches, holds, referees, ws, pages):
         app.include_router(module.router)

@@ -19,6 +19,7 @@ from reader.config import Config, VoiceEngine, load_config
 from reader.errors import ReaderError
 
 from . import offline
+from .startup import StartupError
 
 
 def _config(args: argparse.Namespace) -> Config:
@@ -330,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rc: int = args.func(args)
         return rc
-    except (ReaderError, AudioError) as e:
+    except (ReaderError, AudioError, StartupError) as e:
         print(f"yomite: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -40,6 +41,7 @@ CACHE = Path(os.environ.get("YOMITE_TEST_CACHE", "/tmp/yomite-test-cache"))
 SEED = 7
 LEAD_IN_S = 0.5
 HELD_S = 1.5  # the hand stays up at least this long
+PUBLIC_URL = "https://yomite-hall.test"
 
 
 def _require_environment() -> None:
@@ -91,7 +93,9 @@ def server(tmp_path_factory: pytest.TempPathFactory, sink: str) -> Iterator[Serv
                       "resume": {"lead_in_s": LEAD_IN_S}},
             "voice": {"engine": "openjtalk", "cache_dir": str(CACHE)},
             "audio": {"device": os.environ["YOMITE_TEST_DEVICE"]},
-        }, TOKEN).start()
+            # a hall behind a reverse proxy: the console offers it first, then the LAN
+            "server": {"public_url": PUBLIC_URL},
+        }, TOKEN, host="0.0.0.0").start()
     try:
         yield s
     finally:
@@ -252,6 +256,44 @@ def test_referee_joins_with_the_pin_keeps_its_identity_and_language(
     assert [r["id"] for r in refs] == [me] and refs[0]["connected"]
 
 
+# ---------------------------------------------------------------------- joining from a phone
+def test_console_offers_every_address_and_a_phone_joins_at_the_lan_one(
+        server: Server, pages: Pages) -> None:
+    """Item 1: the console's QR code and link are for server.public_url first; the operator
+    can switch them to the machine's LAN address (the choice is kept), and a phone opening
+    that link joins."""
+    from api.addresses import default_route_address
+
+    lan = f"http://{default_route_address()}:{server.port}"
+    console = pages.open(f"/console#token={TOKEN}", phone=False)
+    expect(console.locator("#base-pick")).to_be_visible()
+    options = console.locator("#join-base option")
+    expect(options).to_have_count(2)
+    assert options.nth(0).get_attribute("value") == PUBLIC_URL
+    assert options.nth(1).get_attribute("value") == lan
+    expect(console.locator("#join-url")).to_have_text(re.compile(f"^{re.escape(PUBLIC_URL)}/"))
+    expect(console.locator("#qr")).to_have_attribute("data-url", re.compile(f"^{PUBLIC_URL}"))
+    console.select_option("#join-base", lan)
+    expect(console.locator("#qr")).to_have_attribute("data-url", re.compile(f"^{lan}/referee"))
+    expect(console.locator("#join-url")).to_have_text(re.compile(f"^{re.escape(lan)}/referee"))
+    expect(console.locator("#display-url")).to_have_text(f"{lan}/display/main")
+    expect(console.locator("#loopback")).to_be_hidden()
+    console.reload()
+    expect(console.locator("#join-base")).to_have_value(lan)
+    join_link = console.locator("#join-url").get_attribute("href")
+    assert join_link is not None
+
+    ctx = pages.browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True,
+                                    locale="ja-JP")
+    pages.contexts.append(ctx)
+    phone = ctx.new_page()
+    phone.on("pageerror", lambda e: pages.errors.append(f"phone: {e}"))
+    phone.goto(join_link)  # the LAN address, not the one the test reaches the server by
+    expect(phone.locator("#pin")).to_have_value(join_link.split("pin=")[1])
+    join(phone, "mat 5")
+    expect(console.locator("#referees li.on .who").filter(has_text="mat 5")).to_be_visible()
+
+
 # ---------------------------------------------------------------------- a whole match
 def test_console_starts_a_match_a_referee_stops_it_and_the_audio_stops(
         server: Server, sink: str, pages: Pages, tmp_path: Path) -> None:
@@ -264,7 +306,7 @@ def test_console_starts_a_match_a_referee_stops_it_and_the_audio_stops(
     expect(console.locator("#qr svg")).to_be_visible()
     expect(console.locator("#output")).to_contain_text("device pulse")
     join_url = console.locator("#join-url").get_attribute("href")
-    assert join_url and "pin=" in join_url
+    assert join_url and join_url.startswith(PUBLIC_URL) and "pin=" in join_url
 
     # the projector: every state it receives is recorded
     frames: list[str] = []
@@ -276,7 +318,7 @@ def test_console_starts_a_match_a_referee_stops_it_and_the_audio_stops(
     dp.goto(f"{server.base}/display/main")
     expect(dp.locator("#conn")).to_have_attribute("data-state", "online")
 
-    ref = pages.open(join_url.removeprefix(server.base), phone=True)
+    ref = pages.open(join_url.removeprefix(PUBLIC_URL), phone=True)
     join(ref, "mat 3")
     expect(console.locator("#referees li.on .who").filter(has_text="mat 3")).to_be_visible()
 

@@ -10,6 +10,7 @@
   const TOKEN_KEY = "yomite.operator";
   const SETTINGS_KEY = "yomite.console.settings";
   const CHANNEL_KEY = "yomite.console.channel";
+  const BASE_KEY = "yomite.console.joinBase";
   const OPERATOR = "@operator";
 
   const $ = (id) => document.getElementById(id);
@@ -23,6 +24,7 @@
     settings: $("settings"), colourPicks: $("colour-picks"), seed: $("seed"),
     memorise: $("memorise"), cards: $("cards"), prepare: $("prepare"), qr: $("qr"), pin: $("pin"),
     loopback: $("loopback"), joinUrl: $("join-url"), displayUrl: $("display-url"),
+    basePick: $("base-pick"), joinBase: $("join-base"),
     refCount: $("ref-count"), referees: $("referees"), csv: $("csv"), cardRows: $("card-rows"),
     output: $("output"), audio: $("audio"),
   };
@@ -136,30 +138,55 @@
     loadJoin();
   }
 
+  let bases = [];
+
+  /** The PIN, and the join link and QR code at the address phones use: the server offers
+      every address it has (server.public_url first, else the default route's); the choice
+      is kept. */
   async function loadJoin() {
-    const display = `${location.origin}/display/${encodeURIComponent(ch)}`;
-    ui.displayUrl.href = display;
-    ui.displayUrl.textContent = display;
-    ui.loopback.hidden = !/^(localhost|127\.|\[::1\])/.test(location.hostname);
     try {
       const p = await Y.api("GET", chPath("/pin"), { token });
       ui.pin.textContent = p.pin;
-      ui.joinUrl.href = p.join_url;
-      ui.joinUrl.textContent = p.join_url;
-      const svgText = await (await Y.api("GET", chPath("/qr.svg"), { token, raw: true })).text();
-      const doc = new DOMParser().parseFromString(svgText, "image/svg+xml");
-      const svg = doc.documentElement;
-      if (svg.nodeName.toLowerCase() === "svg") {
-        svg.removeAttribute("width");
-        svg.removeAttribute("height");
-        svg.setAttribute("aria-hidden", "true");
-        ui.qr.replaceChildren(document.importNode(svg, true));
-        ui.qr.setAttribute("aria-label", `QR: ${p.join_url}`);
-      }
+      bases = p.bases;
+      const saved = Y.load(BASE_KEY);
+      const chosen = bases.find((b) => b.base === saved) || bases[0];
+      ui.joinBase.replaceChildren(...bases.map((b) => Y.el("option", { value: b.base },
+        `${b.base} (${b.source})`)));
+      ui.joinBase.value = chosen.base;
+      ui.basePick.hidden = bases.length < 2;
+      await showJoin(chosen);
     } catch (e) {
       Y.showError(e);
     }
   }
+
+  async function showJoin(b) {
+    ui.joinUrl.href = b.join_url;
+    ui.joinUrl.textContent = b.join_url;
+    const display = `${b.base}/display/${encodeURIComponent(ch)}`;
+    ui.displayUrl.href = display;
+    ui.displayUrl.textContent = display;
+    ui.loopback.hidden = !b.loopback;
+    const q = `/qr.svg?base=${encodeURIComponent(b.base)}`;
+    const svgText = await (await Y.api("GET", chPath(q), { token, raw: true })).text();
+    const doc = new DOMParser().parseFromString(svgText, "image/svg+xml");
+    const svg = doc.documentElement;
+    if (svg.nodeName.toLowerCase() === "svg") {
+      svg.removeAttribute("width");
+      svg.removeAttribute("height");
+      svg.setAttribute("aria-hidden", "true");
+      ui.qr.replaceChildren(document.importNode(svg, true));
+      ui.qr.setAttribute("aria-label", `QR: ${b.join_url}`);
+      ui.qr.dataset.url = b.join_url;
+    }
+  }
+
+  ui.joinBase.addEventListener("change", () => {
+    const b = bases.find((x) => x.base === ui.joinBase.value);
+    if (!b) return;
+    Y.save(BASE_KEY, b.base);
+    showJoin(b).catch(Y.showError);
+  });
 
   // ------------------------------------------------------------------ state
   function onState(s) {
