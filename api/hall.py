@@ -169,7 +169,8 @@ class Hall:
             svc = self.channels[ch.name]
             sink, description = self.make_sink(self.config, ch)
             svc.audio = description
-            rt = ChannelRuntime(ch.name, self.config, self.voice, sink, on_publish=svc.on_state)
+            rt = ChannelRuntime(ch.name, self.config, self.voice, sink, on_publish=svc.on_state,
+                                colors=ch.colors)
             svc.runtime = rt
             rt.start()
             rt.recover()

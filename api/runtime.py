@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -39,6 +40,8 @@ log = logging.getLogger("yomite.runtime")
 
 # phases in which nothing is being read and a new match may be prepared
 ENDED = (Phase.READY, Phase.FINISHED, Phase.CLOSED, Phase.ABORTED)
+# a finished match older than this at a restart is yesterday's: not brought back
+RESTORE_FINISHED_S = 3600.0
 
 
 class VoiceLike(Protocol):
@@ -110,8 +113,11 @@ class ChannelRuntime:
         on_publish: Callable[[dict[str, Any]], None] | None = None,
         on_record: Callable[[dict[str, Any]], None] | None = None,
         clock_speed: float = 1.0,
+        colors: tuple[str, ...] | None = None,
     ) -> None:
+        """`colors`: the channel's deck when a match names none (else match.colors)."""
         self.name = name
+        self.colors = colors
         self.config = config
         self.voice = voice
         self.sink = sink
@@ -242,6 +248,9 @@ class ChannelRuntime:
                               "abort it first" if self.engine.phase is not Phase.CLOSING
                               else "wait for the closing calls to end")
         match_cfg: MatchConfig = self.config.match
+        if self.colors and "colors" not in p.overrides:
+            # the channel's own deck: validated as the match's default deck (cards must fit)
+            match_cfg = with_match_overrides(match_cfg, {"colors": list(self.colors)})
         if p.overrides:
             match_cfg = with_match_overrides(match_cfg, p.overrides)
         colors = p.colors or (() if p.poems else match_cfg.colors)
@@ -286,7 +295,10 @@ class ChannelRuntime:
         A torn last line (the crash cut a write short) is cut off and reported. A match that
         was under way comes back paused by yomite's own hold at the place of its last record
         (the countdown remainder, the cut card and verse, the holds that were up); the
-        operator resumes it. A finished or aborted match comes back as it was.
+        operator resumes it. A match that is over (closed, aborted, or finished more than an
+        hour ago: yesterday's) is not brought back: the channel starts with no match, and the
+        journal stays in the history. A match finished just before the restart comes back as
+        it was (an extra card or the closing calls may still follow).
         """
         files = sorted(self.journal_dir.glob("*.jsonl"))
         if not files:
@@ -305,6 +317,16 @@ class ChannelRuntime:
         if torn is not None:
             log.warning("channel %s: dropped a torn last line of %s: %r", self.name, path,
                         torn[:200])
+        age_s = time.time() - path.stat().st_mtime
+        if engine.phase in (Phase.CLOSED, Phase.ABORTED) or (
+                engine.phase is Phase.FINISHED and age_s > RESTORE_FINISHED_S):
+            self.recovered = {"journal": str(path), "records": len(contents.records),
+                              "torn_line_dropped": torn is not None,
+                              "ended": engine.phase.value}
+            self._publish_state(None)
+            log.info("channel %s: the latest match (%s) is over (%s): starting with none",
+                     self.name, path.name, engine.phase.value)
+            return self.recovered
         engine.use_voice(self.voice)
         # the new output clock starts again near 0: go on in the match's own timeline
         self._frame_offset = round(engine.now_s * self.rate) - round(self.clock.now() * self.rate)

@@ -334,3 +334,79 @@ def test_a_version_1_journal_is_not_recovered_and_says_why(tmp_path, monkeypatch
         assert st["recovered"]["journal"].endswith("seed1.jsonl")
         r = c.post("/api/channels/main/match", json={"seed": 2}, headers=OP)
         assert r.status_code == 200 and r.json()["match"]["phase"] == "ready"
+
+
+def test_a_channels_own_colours_are_its_default_deck(tmp_path, monkeypatch):
+    """Item 6: `server.channels[].colors` is the channel's deck when a match names none (a
+    pink channel read blue before); the match's cards are checked against that deck."""
+    from reader.poems import poem
+
+    monkeypatch.chdir(tmp_path)
+    cfg = parse_config({
+        "match": {"memorise_s": 1, "cards": 3}, "voice": {"engine": "estimate"},
+        "audio": {"output": "null"},
+        "server": {"channels": [{"name": "main"}, {"name": "pink", "colors": ["桃"]},
+                                {"name": "two", "colors": ["yellow", "緑"]}]},
+    })
+    with TestClient(create_app(cfg, operator_token=TOKEN)) as c:
+        m = c.post("/api/channels/pink/match", json={"seed": 4}, headers=OP).json()["match"]
+        assert m["colors"] == ["pink"]
+        log = c.get("/api/channels/pink/match/log", headers=OP).json()
+        assert {poem(n).color.value for n in log["header"]["deck"]["order"]} == {"pink"}
+        m = c.post("/api/channels/two/match", json={"overrides": {"cards": 30}},
+                   headers=OP).json()["match"]
+        assert m["colors"] == ["yellow", "green"] and m["cards_planned"] == 30
+        m = c.post("/api/channels/main/match", json={}, headers=OP).json()["match"]
+        assert m["colors"] == ["blue"]
+        # colours named by the match win over the channel's
+        m = c.post("/api/channels/pink/match", json={"colors": ["orange"]},
+                   headers=OP).json()["match"]
+        assert m["colors"] == ["orange"]
+    from reader.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"server\.channels\.0\.colors: unknown colour"):
+        parse_config({"server": {"channels": [{"name": "x", "colors": ["purple"]}]}})
+
+
+@pytest.mark.parametrize("ending", ["abort", "close", "old finish", "fresh finish"])
+def test_after_a_restart_a_match_that_is_over_is_not_shown(tmp_path, monkeypatch, ending):
+    """Item 9: yesterday's aborted (or closed, or long finished) match is not what the
+    projector shows the next morning: the channel starts with no match; a match finished just
+    before the restart comes back (its extra card or closing calls may still follow)."""
+    import os
+    import time
+
+    from reader.events import Abort, Close, Start
+    from reader.journal import JournalWriter
+
+    from .fakes import make_run, short_match
+
+    monkeypatch.chdir(tmp_path)
+    run = make_run(short_match(cards=1))
+    run.send(Start())
+    if ending == "abort":
+        run.at(48000, Abort("fire drill"))
+    else:
+        run.run_until()
+        if ending == "close":
+            run.send(Close())
+            run.run_until()
+    path = tmp_path / "var" / "journal" / "main" / "20260101T090000.000000-seed7.jsonl"
+    w = JournalWriter(path)
+    w.append(run.engine.header())
+    for r in run.records:
+        w.append(r)
+    w.close()
+    if ending == "old finish":
+        yesterday = time.time() - 20 * 3600
+        os.utime(path, (yesterday, yesterday))
+    with TestClient(create_app(make_config(), operator_token=TOKEN)) as c:
+        st = c.get("/api/channels/main").json()
+        if ending == "fresh finish":
+            assert st["match"]["phase"] == "finished" and not st["match"]["paused"]
+            assert c.post("/api/channels/main/match/close", headers=OP).status_code == 200
+        else:
+            assert st["match"] is None
+            assert st["recovered"]["ended"] == {"abort": "aborted", "close": "closed",
+                                                "old finish": "finished"}[ending]
+            assert st["recovered"]["journal"].endswith("seed7.jsonl")
