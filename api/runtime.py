@@ -138,6 +138,7 @@ class ChannelRuntime:
         self._seq = 0
         self._state: dict[str, Any] = {}
         self._audio_status = "ok"
+        self._no_device: str | None = None
         self._prefetch: asyncio.Future[Any] | None = None
         self._task: asyncio.Task[None] | None = None
         self.recovered: dict[str, Any] | None = None
@@ -171,6 +172,12 @@ class ChannelRuntime:
 
     def state(self) -> dict[str, Any]:
         return self._state
+
+    def no_device(self, reason: str) -> None:
+        """The speakers could not be opened: the channel reads into nothing, and says so."""
+        self._audio_status = "no_device"
+        self._no_device = reason
+        self._publish_state(self._state.get("match"))
 
     @property
     def running(self) -> bool:
@@ -367,6 +374,7 @@ class ChannelRuntime:
             "channel": self.name,
             "seq": self._seq,
             "audio": self._audio_status,
+            "no_device": self._no_device,
             "recovered": self.recovered,
             "match": match,
         }

@@ -193,6 +193,45 @@ def wait_for(server: Server, what: str, ok: Callable[[dict[str, Any]], bool],
     raise AssertionError(f"no {what} within {timeout_s} s; last state: {s}")
 
 
+def zw(text: str) -> re.Pattern[str]:
+    """`text` as the page shows it: Japanese strings carry U+200B at phrase boundaries."""
+    return re.compile("^" + "\u200b?".join(map(re.escape, text)) + "$")
+
+
+# the characters after which a line may end: a space, U+200B, or closing punctuation
+BREAKS_AFTER = " \u200b、。）」・:"
+LINE_BREAKS = """(el) => {
+  const out = [];
+  let prevTop = null, prev = "";
+  const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    for (let i = 0; i < node.length; i++) {
+      const r = document.createRange();
+      r.setStart(node, i);
+      r.setEnd(node, i + 1);
+      const rect = [...r.getClientRects()].find((x) => x.width > 0);
+      const ch = node.data[i];
+      if (rect) {
+        const top = Math.round(rect.top);
+        if (prevTop !== null && top > prevTop + 2) out.push(prev + "|" + ch);
+        prevTop = top;
+      }
+      prev = ch;
+    }
+  }
+  return out;
+}"""
+
+
+def assert_phrase_breaks(page: Page, selector: str) -> list[str]:
+    """Every line break inside `selector` falls after a space, a U+200B or punctuation:
+    never inside a word (挙げられ／ます)."""
+    breaks: list[str] = page.locator(selector).evaluate(LINE_BREAKS)
+    bad = [b for b in breaks if b.split("|")[0] not in BREAKS_AFTER]
+    assert not bad, f"{selector} wraps inside a word at {bad}"
+    return breaks
+
+
 def log_timeline(server: Server) -> list[dict[str, Any]]:
     r = httpx2.get(f"{server.base}/api/channels/main/match/log", headers=server.op, timeout=5)
     assert r.status_code == 200, r.text
@@ -224,8 +263,11 @@ def test_referee_joins_with_the_pin_keeps_its_identity_and_language(
     ref.fill("#name", "mat 1")
     ref.click("#join-button")
     toast = ref.locator(".toast").last
-    expect(toast).to_contain_text("that PIN is not this channel's")  # the API's own detail
+    # item 8: in the page's language (the API's English detail only on the English page)
+    expect(toast.locator("strong")).to_have_text(
+        zw("PIN が違います。運営の画面の PIN を確かめてください"))
     expect(toast).to_contain_text("wrong_pin")
+    expect(toast).not_to_contain_text("that PIN is not this channel's")
     ref.fill("#pin", pin)
     shot(ref, "referee-join-phone", phone=True)
     join(ref, "mat 1")
@@ -339,7 +381,7 @@ def test_console_starts_a_match_a_referee_stops_it_and_the_audio_stops(
     bowing = [f for f in frames if '"phase":"bowing"' in f.replace(" ", "")]
     assert bowing and "礼" in bowing[0], "the projector was told of the bow call"
     expect(console.locator("#bow")).to_be_disabled()
-    expect(dp.locator("#sub")).to_have_text("札を並べて、開始を待っています")
+    expect(dp.locator("#sub")).to_have_text(zw("札を並べて、開始を待っています"))
     m = op_state(server)["match"]
     assert m["phase"] == "ready" and m["bowed"] and m["seed"] == SEED
 
@@ -419,10 +461,11 @@ def test_console_starts_a_match_a_referee_stops_it_and_the_audio_stops(
         expect(console.locator("#extra")).to_be_enabled()
         # rule 16: the players count their cards; nothing says ありがとうございました yet
         expect(dp.locator("#big")).to_have_text("読み終わり")
-        expect(dp.locator("#sub")).to_contain_text("札を数えてください")
+        expect(dp.locator("#sub")).to_contain_text(re.compile("札を\u200b?数えてください"))
         expect(console.locator("#step-hint")).to_contain_text("挨拶・移動")
         expect(ref.locator("#hold-sub")).to_have_text(
-            "読み終わりました（もう一枚読むときにまた使えます）")
+            zw("読み終わりました（もう一枚読むときにまた使えます）"))
+        assert_phrase_breaks(ref, "#hold-sub")
         shot(console, "console-finished-desktop", phone=False)
         assert not any(s.get("label") == "end_call" for s in log_timeline(server))
 
@@ -433,14 +476,19 @@ def test_console_starts_a_match_a_referee_stops_it_and_the_audio_stops(
     expect(dp.locator("#stage")).to_have_attribute("data-phase", "closed")
     expect(dp.locator("#big")).to_have_text("試合終了")
     expect(console.locator("#close")).to_be_disabled()
-    expect(ref.locator("#hold-sub")).to_have_text("この試合は終わりました")
+    expect(ref.locator("#hold-sub")).to_have_text(zw("この試合は終わりました"))
     labels = [s["label"] for s in log_timeline(server) if "label" in s]
     assert labels[0] == "bow_call" and labels[-3:] == ["end_call", "gap_before_move", "move_call"]
     assert labels.count("bow_call") == 1
 
-    # the next match: the console's own pause, then an abort in two presses
+    # the next match: a new order (item 11: the seed typed for this one is not used again),
+    # the console's own pause, then an abort in two presses
     console.click("#next")
     expect(console.locator("#phase")).to_have_attribute("data-phase", "ready")
+    expect(console.locator("#seed")).to_have_value("")
+    assert op_state(server)["match"]["seed"] != SEED
+    saved = console.evaluate("localStorage.getItem('yomite.console.settings.main')")
+    assert saved and json.loads(saved)["seed"] == "", "settings are kept per channel"
     expect(console.locator("#card-rows tr")).to_have_count(1)  # "none yet"
     console.click("#pause")
     expect(console.locator("#holds li .who")).to_have_text(["運営"])
@@ -502,3 +550,39 @@ def check_audio(cap: Capture, t_press: float, t_release: float) -> None:
     assert back - last_sound >= HELD_S, f"only {back - last_sound:.2f} s of silence while held"
     assert LEAD_IN_S - 0.05 < back - t_release < LEAD_IN_S + 1.0, (
         f"the reading came back {back - t_release:.2f} s after the release")
+
+
+# ---------------------------------------------------------------------- no audio device
+def test_no_audio_device_is_said_in_the_pages_language_and_start_asks_first(
+        browser: Browser, tmp_path: Path) -> None:
+    """Item 5: speakers that cannot be opened do not look normal: health says no_device, the
+    console says it next to 開始 in Japanese, and 開始 needs a second press. Item 19: at
+    360 px the long Japanese lines break between phrases only."""
+    s = Server(tmp_path, {"match": {"memorise_s": 1, "cards": 1},
+                          "voice": {"engine": "estimate"},
+                          "audio": {"device": "no-such-device-for-yomite"}}, TOKEN).start()
+    p = Pages(browser, s.base)
+    try:
+        health = httpx2.get(f"{s.base}/api/health", timeout=5).json()
+        assert health["channels"]["main"]["audio"] == "no_device"
+        console = p.open(f"/console#token={TOKEN}", phone=True)
+        warning = console.locator("#audio-warning")
+        expect(warning).to_be_visible()
+        expect(warning).to_have_text(zw("音声出力装置がありません。開始しても会場には聞こえません。"
+                                        "スピーカーをつないでサーバーを再起動してください。"))
+        expect(console.locator("#audio")).to_have_text("音声出力装置がありません")
+        expect(console.locator("#output")).to_contain_text("音声出力装置を開けません")
+        console.click("#start")
+        expect(console.locator("#start")).to_have_text(zw("もう一度押すと音なしで始めます"))
+        st = httpx2.get(f"{s.base}/api/channels/main", headers=s.op, timeout=5).json()
+        assert st["match"] is None, "one press starts nothing"
+        console.click("#start")
+        expect(console.locator("#phase")).to_have_attribute(
+            "data-phase", re.compile("bowing|announcing|memorising"))
+        assert_phrase_breaks(console, "#audio-warning")
+        breaks = assert_phrase_breaks(console, "#resume")
+        assert breaks, "the test looks at a line that wraps at 360 px"
+    finally:
+        p.close()
+        s.stop()
+    assert not p.errors, p.errors

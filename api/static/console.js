@@ -20,7 +20,7 @@
     cardno: $("cardno"), countdown: $("countdown"), now: $("now"), prepared: $("prepared"),
     paused: $("paused"), start: $("start"), pause: $("pause"), resume: $("resume"),
     extra: $("extra"), next: $("next"), abort: $("abort"), holds: $("holds"), bow: $("bow"),
-    close: $("close"), stepHint: $("step-hint"),
+    close: $("close"), stepHint: $("step-hint"), audioWarning: $("audio-warning"),
     settings: $("settings"), colourPicks: $("colour-picks"), seed: $("seed"),
     memorise: $("memorise"), cards: $("cards"), prepare: $("prepare"), qr: $("qr"), pin: $("pin"),
     loopback: $("loopback"), joinUrl: $("join-url"), displayUrl: $("display-url"),
@@ -123,6 +123,7 @@
     ch = name;
     ui.channel.value = name;
     Y.save(CHANNEL_KEY, name);
+    loadSettings();
     state = null;
     t0 = null;
     logKey = null;
@@ -366,10 +367,35 @@
   function renderAudio(s) {
     const out = s ? s.output || "" : "";
     const status = s ? s.audio || "" : "";
-    ui.output.textContent = out;
-    ui.output.className = /^(NO AUDIO|null output)/.test(out) ? "bad" : "";
-    ui.audio.textContent = status === "ok" ? t("audio_ok") : status;
+    const missing = status === "no_device";
+    ui.output.textContent = missing ? t("output_no_device", { reason: s.no_device || "" }) : out;
+    ui.output.className = missing || /^null output/.test(out) ? "bad" : "";
+    ui.audio.textContent = status === "ok" ? t("audio_ok")
+      : (missing ? t("audio_no_device") : status);
     ui.audio.className = status && status !== "ok" ? "bad" : "good";
+    // said next to 開始, in the page's language: a match started now is heard by no one
+    ui.audioWarning.hidden = !missing;
+    ui.audioWarning.textContent = missing ? t("no_device_warning") : "";
+  }
+
+  const noDevice = () => !!state && state.audio === "no_device";
+  let silentTimer = null;
+
+  /** With no audio device, a start (or the bow) needs a second press within 4 s. */
+  function confirmSilent(button, label) {
+    if (!noDevice() || button.classList.contains("armed")) {
+      clearTimeout(silentTimer);
+      button.classList.remove("armed");
+      button.textContent = t(label);
+      return true;
+    }
+    button.classList.add("armed");
+    button.textContent = t("start_silent_confirm");
+    silentTimer = setTimeout(() => {
+      button.classList.remove("armed");
+      button.textContent = t(label);
+    }, 4000);
+    return false;
   }
 
   function renderAll() {
@@ -417,13 +443,17 @@
     };
   }
 
+  // each channel has its own settings (a pink reader is not a blue one)
+  const settingsKey = () => `${SETTINGS_KEY}.${ch}`;
+
   function saveSettings() {
-    Y.save(SETTINGS_KEY, { colours: formColours(), seed: ui.seed.value, memorise: ui.memorise.value,
-      cards: ui.cards.value });
+    if (!ch) return;
+    Y.save(settingsKey(), { colours: formColours(), seed: ui.seed.value,
+      memorise: ui.memorise.value, cards: ui.cards.value });
   }
 
   function loadSettings() {
-    const s = Y.load(SETTINGS_KEY, { colours: ["blue"], seed: "", memorise: "", cards: "" });
+    const s = Y.load(settingsKey(), { colours: [], seed: "", memorise: "", cards: "" });
     for (const i of ui.colourPicks.querySelectorAll("input")) i.checked = (s.colours || []).includes(i.value);
     ui.seed.value = s.seed || "";
     ui.memorise.value = s.memorise || "";
@@ -487,8 +517,12 @@
     return Y.api("POST", chPath(`/match/${step}`), { token });
   });
 
-  ui.start.addEventListener("click", () => prepared("start"));
-  ui.bow.addEventListener("click", () => prepared("bow"));
+  ui.start.addEventListener("click", () => {
+    if (confirmSilent(ui.start, "start")) prepared("start");
+  });
+  ui.bow.addEventListener("click", () => {
+    if (confirmSilent(ui.bow, "bow")) prepared("bow");
+  });
 
   ui.pause.addEventListener("click", () => act(() => {
     const m = state && state.match;
@@ -501,7 +535,13 @@
   ui.resume.addEventListener("click", () => act(() => Y.api("POST", chPath("/match/resume"), { token })));
   ui.extra.addEventListener("click", () => act(() => Y.api("POST", chPath("/match/extra-card"), { token })));
   ui.close.addEventListener("click", () => act(() => Y.api("POST", chPath("/match/close"), { token })));
-  ui.next.addEventListener("click", () => act(prepare));
+  // the next match is a new order: a seed typed for this one (to replay a class's order) is
+  // not used again
+  ui.next.addEventListener("click", () => {
+    ui.seed.value = "";
+    saveSettings();
+    act(prepare);
+  });
 
   function disarmAbort() {
     clearTimeout(abortTimer);
@@ -545,7 +585,6 @@
   Y.initI18n();
   Y.onLang(renderAll);
   buildColourPicks();
-  loadSettings();
   Y.showConnection(ui.conn, "connecting");
   Y.poems().then((p) => {
     poems = p;
