@@ -18,7 +18,7 @@ from reader.config import Config
 from .auth import Auth
 from .errors import ApiError, install_handlers
 from .hall import Hall, SinkFactory, default_sink
-from .routes import holds, matches, pages, referees, reference, ws
+from .routes import history, holds, matches, pages, referees, reference, ws
 from .runtime import VoiceLike
 
 __all__ = ["ApiError", "create_app"]
@@ -62,6 +62,6 @@ def create_app(
     app.state.config = config
     app.state.listen = listen or (config.server.host, config.server.port)
     install_handlers(app)
-    for module in (reference, matches, holds, referees, ws, pages):
+    for module in (reference, matches, history, holds, referees, ws, pages):
         app.include_router(module.router)
     return app

@@ -80,7 +80,8 @@ def test_a_whole_match_lifecycle(client):
     assert [r["event"]["type"] for r in log["records"]][:1] == ["start"]
     csv = client.get("/api/channels/main/match/log?format=csv", headers=OP)
     assert csv.headers["content-type"].startswith("text/csv")
-    assert csv.text.splitlines()[0] == "kind,label,card,poem,verse,start_s,end_s,cut,clip"
+    assert csv.text.splitlines()[0] == ("kind,label,card,poem,verse,start_s,end_s,cut,held_by,"
+                                        "clip")
     # the next match can be prepared after an abort
     r = client.post("/api/channels/main/match", json={"poems": [1, 2, 3], "seed": 1}, headers=OP)
     assert r.status_code == 200 and r.json()["match"]["phase"] == "ready"
@@ -410,3 +411,62 @@ def test_after_a_restart_a_match_that_is_over_is_not_shown(tmp_path, monkeypatch
             assert st["recovered"]["ended"] == {"abort": "aborted", "close": "closed",
                                                 "old finish": "finished"}[ending]
             assert st["recovered"]["journal"].endswith("seed7.jsonl")
+
+
+def test_the_history_lists_every_match_and_reads_each_log(tmp_path, monkeypatch):
+    """Item 15: past matches per channel (newest first, with the wall-clock start), each one's
+    log and CSV, whose hold rows say who held; a journal of an earlier version is listed and
+    readable too."""
+    import csv
+    import io
+    import json
+    from datetime import datetime
+
+    from reader.events import Hold, Release, Start
+    from reader.journal import JournalWriter
+
+    from .fakes import RATE, make_run, short_match
+
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "var" / "journal" / "main"
+
+    def journal(name, version=2, who=("mat 1",)):
+        run = make_run(short_match(cards=1), seed=int(name[-1]))
+        run.send(Start())
+        for i, n in enumerate(who):
+            run.at(RATE * (2 + i), Hold(f"r{i}", n))
+        for i in range(len(who)):
+            run.at(RATE * (5 + i), Release(f"r{i}"))
+        run.run_until()
+        w = JournalWriter(folder / f"{name}.jsonl")
+        w.append({**run.engine.header(), "version": version, "wall": "2026-11-30T09:00:00+00:00"})
+        for r in run.records:
+            w.append(r)
+        w.close()
+
+    journal("20261130T090000.000000-seed1", version=1)
+    journal("20261130T100000.000000-seed2", who=("mat 1", "mat 2"))
+    with TestClient(create_app(make_config(), operator_token=TOKEN)) as c:
+        assert c.get("/api/channels/main/matches").status_code == 401
+        c.post("/api/channels/main/match", json={"seed": 3}, headers=OP)
+        rows = c.get("/api/channels/main/matches", headers=OP).json()
+        assert [r["seed"] for r in rows] == [3, 2, 1]
+        assert rows[0]["current"] and rows[0]["phase"] == "ready"
+        assert rows[1]["phase"] == "finished" and rows[1]["cards_read"] == 1
+        assert rows[2]["version"] == 1
+        start = datetime.fromisoformat(rows[1]["started_at"])
+        assert start == datetime.fromisoformat("2026-11-30T09:00:00+00:00")  # started at once
+        log = c.get(f"/api/channels/main/matches/{rows[1]['id']}/log", headers=OP).json()
+        holds = [e for e in log["timeline"] if e["kind"] == "hold"]
+        assert [h["held_by"] for h in holds] == [["mat 1", "mat 2"]]
+        text = c.get(f"/api/channels/main/matches/{rows[1]['id']}/log?format=csv",
+                     headers=OP).text
+        held = [r for r in csv.DictReader(io.StringIO(text)) if r["kind"] == "hold"]
+        assert [r["held_by"] for r in held] == ["mat 1; mat 2"]
+        old = c.get(f"/api/channels/main/matches/{rows[2]['id']}/log", headers=OP)
+        assert old.status_code == 200 and old.json()["header"]["version"] == 1
+        r = c.get("/api/channels/main/matches/nope/log", headers=OP)
+        assert r.status_code == 422
+        r = c.get("/api/channels/main/matches/20990101T000000.000000-seed9/log", headers=OP)
+        assert r.status_code == 404 and r.json()["error"] == "no_match"
+        assert json.loads(json.dumps(rows))  # plain JSON

@@ -477,6 +477,10 @@ def test_console_starts_a_match_a_referee_stops_it_and_the_audio_stops(
     expect(dp.locator("#big")).to_have_text("試合終了")
     expect(console.locator("#close")).to_be_disabled()
     expect(ref.locator("#hold-sub")).to_have_text(zw("この試合は終わりました"))
+    # item 15: the console's history lists this match (its CSV says who held)
+    row = console.locator("#history li.current")
+    expect(row).to_contain_text(f"シード {SEED}")
+    expect(row).to_contain_text("試合終了")
     labels = [s["label"] for s in log_timeline(server) if "label" in s]
     assert labels[0] == "bow_call" and labels[-3:] == ["end_call", "gap_before_move", "move_call"]
     assert labels.count("bow_call") == 1

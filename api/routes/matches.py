@@ -90,22 +90,32 @@ async def match_log(svc: Ch, _p: Op,
     if rt.engine is None:
         raise ApiError(404, "no_match", "no match has been prepared on this channel",
                        "POST .../match first")
-    header = rt.engine.header()
-    records = list(rt.records)
-    timeline = build_timeline(records, rt.rate)
+    return log_response(f"{svc.name}-match", rt.engine.header(), list(rt.records), rt.rate,
+                        str(rt.journal_path) if rt.journal_path else None, format)
+
+
+def log_response(name: str, header: dict[str, Any], records: list[dict[str, Any]], rate: int,
+                 journal: str | None, format: str) -> Response | dict[str, Any]:
+    timeline = build_timeline(records, rate)
     if format == "csv":
         return Response(timeline_csv(timeline), media_type="text/csv; charset=utf-8",
-                        headers={"Content-Disposition":
-                                 f'attachment; filename="{svc.name}-match.csv"'})
-    return {"header": header, "records": records, "timeline": timeline,
-            "journal": str(rt.journal_path) if rt.journal_path else None}
+                        headers={"Content-Disposition": f'attachment; filename="{name}.csv"'})
+    return {"header": header, "records": records, "timeline": timeline, "journal": journal}
+
+
+CSV_COLUMNS = ["kind", "label", "card", "poem", "verse", "start_s", "end_s", "cut", "held_by",
+               "clip"]
 
 
 def timeline_csv(timeline: list[dict[str, Any]]) -> str:
-    cols = ["kind", "label", "card", "poem", "verse", "start_s", "end_s", "cut", "clip"]
+    """One row per stretch of the timeline; a hold's row says who held (`held_by`, names
+    separated by "; ")."""
     buf = io.StringIO()
-    w = csv.DictWriter(buf, cols, extrasaction="ignore")
+    w = csv.DictWriter(buf, CSV_COLUMNS, extrasaction="ignore")
     w.writeheader()
     for row in timeline:
-        w.writerow({k: row.get(k, "") for k in cols})
+        out = {k: row.get(k, "") for k in CSV_COLUMNS}
+        if "held_by" in row:
+            out["held_by"] = "; ".join(row["held_by"])
+        w.writerow(out)
     return buf.getvalue()

@@ -26,7 +26,7 @@
     loopback: $("loopback"), joinUrl: $("join-url"), displayUrl: $("display-url"),
     basePick: $("base-pick"), joinBase: $("join-base"),
     refCount: $("ref-count"), referees: $("referees"), csv: $("csv"), cardRows: $("card-rows"),
-    output: $("output"), audio: $("audio"),
+    output: $("output"), audio: $("audio"), history: $("history"),
   };
 
   let token = null;
@@ -127,6 +127,7 @@
     state = null;
     t0 = null;
     logKey = null;
+    historyKey = null;
     document.title = `yomite ${t("console_title")} · ${name}`;
     conn = new Y.Channel(name, {
       token: () => token,
@@ -199,6 +200,56 @@
     if (!m || m.phase === "ready") t0 = null;
     render();
     refreshLog(m);
+    const key = m ? `${m.seed}/${m.phase}` : "none";
+    if (key !== historyKey) {
+      historyKey = key;
+      loadHistory();
+    }
+  }
+
+  // ------------------------------------------------------------------ the history
+  let historyKey = null;
+
+  /** The channel's matches, newest first, each with its CSV (who held included). */
+  async function loadHistory() {
+    let rows;
+    try {
+      rows = await Y.api("GET", chPath("/matches?limit=20"), { token });
+    } catch (_e) {
+      return; // shown again at the next change
+    }
+    if (!rows.length) {
+      ui.history.replaceChildren(Y.el("li", { class: "empty" }, t("none_yet")));
+      return;
+    }
+    ui.history.replaceChildren(...rows.map((r) => {
+      const when = r.started_at || r.prepared_at;
+      const time = when ? new Date(when).toLocaleString(Y.lang === "ja" ? "ja-JP" : "en-GB",
+        { month: "numeric", day: "numeric", hour: "2-digit", minute: "2-digit" }) : "";
+      const what = r.error ? r.error : t("history_row", {
+        colours: (r.colors || []).map((c) => t(c)).join(t("name_sep")),
+        seed: r.seed, read: r.cards_read, phase: t(`phase_${r.phase}`),
+      });
+      const b = Y.el("button", { type: "button", class: "btn small" }, "CSV");
+      b.addEventListener("click", () => download(`/matches/${encodeURIComponent(r.id)}/log?format=csv`,
+        `${ch}-${r.id}.csv`));
+      return Y.el("li", { dataset: { id: r.id }, class: r.current ? "current" : "" },
+        Y.el("span", { class: "when" }, time), Y.el("span", { class: "what" }, what), b);
+    }));
+  }
+
+  async function download(path, filename) {
+    try {
+      const res = await Y.api("GET", chPath(path), { token, raw: true });
+      const url = URL.createObjectURL(await res.blob());
+      const a = Y.el("a", { href: url, download: filename });
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 10000);
+    } catch (e) {
+      Y.showError(e);
+    }
   }
 
   /** The match log gives the start of a match the console joined late. */
@@ -561,19 +612,7 @@
     act(() => Y.api("POST", chPath("/match/abort"), { token, body: { reason: t("abort_reason") } }));
   });
 
-  ui.csv.addEventListener("click", async () => {
-    try {
-      const res = await Y.api("GET", chPath("/match/log?format=csv"), { token, raw: true });
-      const url = URL.createObjectURL(await res.blob());
-      const a = Y.el("a", { href: url, download: `${ch}-match.csv` });
-      document.body.append(a);
-      a.click();
-      a.remove();
-      setTimeout(() => URL.revokeObjectURL(url), 10000);
-    } catch (e) {
-      Y.showError(e);
-    }
-  });
+  ui.csv.addEventListener("click", () => download("/match/log?format=csv", `${ch}-match.csv`));
 
   // the hold durations tick while the hall waits
   setInterval(() => {
