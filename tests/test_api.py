@@ -470,3 +470,48 @@ def test_the_history_lists_every_match_and_reads_each_log(tmp_path, monkeypatch)
         r = c.get("/api/channels/main/matches/20990101T000000.000000-seed9/log", headers=OP)
         assert r.status_code == 404 and r.json()["error"] == "no_match"
         assert json.loads(json.dumps(rows))  # plain JSON
+
+
+def test_the_openapi_is_typed_and_the_websocket_protocol_documented(client):
+    """Item 17: responses are models (the channel state, the log, errors), the bearer scheme
+    is declared, the docs' assets are served here, and every message of a real WebSocket
+    session, both ways, fits the documented protocol."""
+    from api.protocol import CLIENT, SERVER
+
+    spec = client.get("/openapi.json").json()
+    assert spec["components"]["securitySchemes"]["token"]["scheme"] == "bearer"
+    state = spec["paths"]["/api/channels/{ch}"]["get"]["responses"]
+    assert state["200"]["content"]["application/json"]["schema"]["$ref"].endswith(
+        "/ChannelState")
+    start = spec["paths"]["/api/channels/{ch}/match/start"]["post"]
+    assert start["description"] and {"401", "409"} <= set(start["responses"])
+    assert start["responses"]["409"]["content"]["application/json"]["schema"]["$ref"].endswith(
+        "/ErrorBody")
+    log = spec["paths"]["/api/channels/{ch}/match/log"]["get"]["responses"]["200"]["content"]
+    assert log["application/json"]["schema"]["$ref"].endswith("/MatchLog") and "text/csv" in log
+    phase = spec["components"]["schemas"]["MatchState"]["properties"]["phase"]
+    assert "closing" in phase["description"]
+    docs = client.get("/docs").text
+    assert "cdn" not in docs.lower() and "/static-offline-docs/swagger-ui-bundle.js" in docs
+    js = client.get("/static-offline-docs/swagger-ui-bundle.js")
+    assert js.status_code == 200 and len(js.content) > 100_000
+    assert client.get("/redoc").status_code == 404  # its bundle fetches from a CDN
+    proto = client.get("/api/ws-protocol.json").json()
+    assert {"server_to_client", "client_to_server"} <= set(proto)
+
+    client.post("/api/channels/main/match", json={"seed": 9}, headers=OP)
+    _me, ref = join(client)
+    token = ref["Authorization"].split()[1]
+    sent = [{"type": "ping"}, {"type": "hold"}, {"type": "release"}]
+    for m in sent:
+        CLIENT.validate_python(m)
+    got = []
+    with client.websocket_connect(f"/ws/channels/main?token={token}") as ws:
+        got += [ws.receive_json(), ws.receive_json()]
+        for m in sent:
+            ws.send_json(m)
+        ws.send_json({"type": "dance"})
+        while not any(g["type"] == "error" for g in got):
+            got.append(ws.receive_json())
+    kinds = [SERVER.validate_python(g).type for g in got]
+    assert kinds[:2] == ["hello", "state"] and {"pong", "error"} <= set(kinds)

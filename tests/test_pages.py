@@ -590,3 +590,28 @@ def test_no_audio_device_is_said_in_the_pages_language_and_start_asks_first(
         p.close()
         s.stop()
     assert not p.errors, p.errors
+
+
+# ---------------------------------------------------------------------- the API docs offline
+def test_api_docs_render_with_no_internet(server: Server, pages: Pages) -> None:
+    """Item 17: /docs draws in Chromium from this server's own files: every request to
+    anywhere else is cut, and none is even tried."""
+    ctx = pages.browser.new_context(viewport=DESKTOP)
+    pages.contexts.append(ctx)
+    outside: list[str] = []
+
+    def only_the_server(route: Any) -> None:
+        if route.request.url.startswith(server.base):
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    ctx.route("**/*", only_the_server)
+    page = ctx.new_page()
+    page.on("pageerror", lambda e: pages.errors.append(f"docs: {e}"))
+    page.goto(f"{server.base}/docs")
+    expect(page.locator(".swagger-ui .opblock-summary-path").filter(
+        has_text="/api/channels/{ch}/match/close")).to_be_visible()
+    expect(page.locator(".swagger-ui .authorize")).to_be_visible()  # the bearer scheme
+    assert not outside, f"the docs asked the internet for {outside}"

@@ -19,9 +19,10 @@ from reader.journal import read_journal
 from ..deps import Ch, Op
 from ..errors import ApiError
 from ..hall import ChannelService
-from .matches import log_response
+from ..models import ERRORS, HistoryEntry
+from .matches import LOG_RESPONSES, log_response
 
-router = APIRouter(tags=["history"])
+router = APIRouter(tags=["history"], responses=ERRORS)
 
 MATCH_ID = r"^[0-9]{8}T[0-9]{6}\.[0-9]{6}-seed[0-9]{1,16}$"
 
@@ -57,7 +58,7 @@ def summary(path: Path, current: Path | None) -> dict[str, Any]:
             "records": len(c.records)}
 
 
-@router.get("/api/channels/{ch}/matches")
+@router.get("/api/channels/{ch}/matches", response_model=list[HistoryEntry])
 async def history(svc: Ch, _p: Op,
                   limit: Annotated[int, Query(ge=1, le=500)] = 50) -> list[dict[str, Any]]:
     """The channel's matches, newest first: `id`, `prepared_at` and `started_at` (wall
@@ -69,7 +70,8 @@ async def history(svc: Ch, _p: Op,
     return await asyncio.to_thread(lambda: [summary(f, current) for f in files])
 
 
-@router.get("/api/channels/{ch}/matches/{match}/log", response_model=None)
+@router.get("/api/channels/{ch}/matches/{match}/log", response_model=None,
+            responses=LOG_RESPONSES)
 async def past_log(svc: Ch, _p: Op,
                    match: Annotated[str, PathParam(pattern=MATCH_ID, max_length=64)],
                    format: Annotated[str, Query(pattern="^(json|csv)$")] = "json"

@@ -16,15 +16,17 @@ from ..auth import RateLimited, fingerprint, pin_matches
 from ..deps import Ch, Op, auth_of
 from ..errors import ApiError
 from ..hall import ChannelService
-from ..models import JoinRequest
+from ..models import ERRORS, JoinAnswer, JoinRequest, PinAnswer
 
 log = logging.getLogger("yomite.api")
 
-router = APIRouter(tags=["referees"])
+router = APIRouter(tags=["referees"], responses=ERRORS)
 
 
-@router.post("/api/channels/{ch}/referees")
+@router.post("/api/channels/{ch}/referees", response_model=JoinAnswer)
 async def join(svc: Ch, body: JoinRequest, request: Request) -> dict[str, Any]:
+    """Join the channel as a referee with its PIN and a name (e.g. "mat 3"): the answer's
+    token is the referee's identity (it raises and lowers only its own hand)."""
     auth = auth_of(request)
     client = request.client.host if request.client else "?"
     try:
@@ -42,7 +44,7 @@ async def join(svc: Ch, body: JoinRequest, request: Request) -> dict[str, Any]:
     return {"referee": ref.id, "name": ref.name, "channel": svc.name, "token": token}
 
 
-@router.get("/api/channels/{ch}/pin")
+@router.get("/api/channels/{ch}/pin", response_model=PinAnswer)
 async def pin(svc: Ch, _p: Op, request: Request) -> dict[str, Any]:
     """The PIN and the join link for phones: at `server.public_url` if set, else at this
     machine's default-route address; `bases` lists every address phones may use."""
@@ -51,7 +53,8 @@ async def pin(svc: Ch, _p: Op, request: Request) -> dict[str, Any]:
             "bases": [{**c.to_dict(), "join_url": join_url(c.base, svc)} for c in found]}
 
 
-@router.get("/api/channels/{ch}/qr.svg")
+@router.get("/api/channels/{ch}/qr.svg", response_class=Response,
+            responses={200: {"content": {"image/svg+xml": {}}, "description": "the QR code"}})
 async def qr(svc: Ch, _p: Op, request: Request,
              base: Annotated[str | None, Query(max_length=200)] = None) -> Response:
     """The join link's QR code, for `base` (one of the pin's `bases`; default the first)."""
