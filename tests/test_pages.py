@@ -4,8 +4,10 @@ PulseAudio null sink of the audio harness (`make test` starts it).
 The operator's console starts a match; a referee's phone joins with the PIN and presses 止める
 during a card; the recorded monitor goes silent; the console shows the referee's hand; lowering
 it resumes the reading (and the sound); the projector never shows a poem before its card's
-lower verse has been read. The screenshots in docs/screenshots/ (shown by the README) are taken
-here, at phone (360x740) and desktop (1280x800) sizes.
+lower verse has been read. Screenshots are taken here, at phone (360x740) and desktop
+(1280x800) sizes, into a scratch folder ($YOMITE_SCREENSHOTS, default
+/tmp/yomite-screenshots): `make screenshots` points it at docs/screenshots, which the README
+shows, so that `make test` never rewrites tracked files.
 """
 
 from __future__ import annotations
@@ -33,7 +35,11 @@ TOKEN = "pages-test-operator-token-0123456789"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run"]
-SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+def shots_dir(env: Any = os.environ) -> Path:
+    return Path(env.get("YOMITE_SCREENSHOTS") or "/tmp/yomite-screenshots")
+
+
+SHOTS = shots_dir()
 PHONE = {"width": 360, "height": 740}
 DESKTOP = {"width": 1280, "height": 800}
 # rendered voices are kept between runs (a fixed seed reads the same poems every time)
