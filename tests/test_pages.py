@@ -200,8 +200,10 @@ def wait_for(server: Server, what: str, ok: Callable[[dict[str, Any]], bool],
 
 
 def zw(text: str) -> re.Pattern[str]:
-    """`text` as the page shows it: Japanese strings carry U+200B at phrase boundaries."""
-    return re.compile("^" + "\u200b?".join(map(re.escape, text)) + "$")
+    """`text` as the page shows it: Japanese strings carry U+200B at phrase boundaries, and a
+    no-break space where a line must not break (PIN を)."""
+    chars = ("[ \u00a0]" if c == " " else re.escape(c) for c in text)
+    return re.compile("^" + "\u200b?".join(chars) + "$")
 
 
 # the characters after which a line may end: a space, U+200B, or closing punctuation

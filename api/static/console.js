@@ -200,7 +200,7 @@
     if (!m || m.phase === "ready") t0 = null;
     render();
     refreshLog(m);
-    const key = m ? `${m.seed}/${m.phase}` : "none";
+    const key = m ? `${m.seed}/${m.phase}/${m.cards.length}` : "none";
     if (key !== historyKey) {
       historyKey = key;
       loadHistory();
