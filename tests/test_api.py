@@ -11,7 +11,7 @@ OP = {"Authorization": f"Bearer {TOKEN}"}
 
 
 def make_config(**match):
-    m = {"memorise_s": 1, "cards": 3, **match}
+    m = {"memorise_s": 1, "cards": 3, "gaps": {"after_bow_s": 0.2}, **match}
     return parse_config({
         "match": m,
         "voice": {"engine": "estimate"},

@@ -26,7 +26,7 @@ def test_sigkill_at_random_moments_recovers_every_time(tmp_path):
     rng = random.Random(20261129)
     config = {
         "match": {"memorise_s": 2, "cards": 2,
-                  "gaps": {"after_call_s": 0.3, "between_verses_s": 0.3,
+                  "gaps": {"after_bow_s": 0.2, "after_call_s": 0.3, "between_verses_s": 0.3,
                            "between_cards_s": 0.4},
                   "resume": {"lead_in_s": 0.3}},
         "voice": {"engine": "estimate", "speed": 3.0},

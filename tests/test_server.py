@@ -19,7 +19,8 @@ def server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("srv")
     s = Server(tmp, {
         "match": {"memorise_s": 1, "cards": 2, "prelude": {"enabled": False},
-                  "gaps": {"between_verses_s": 0.2, "between_cards_s": 0.2}},
+                  "gaps": {"after_bow_s": 0.2, "after_call_s": 0.2, "between_verses_s": 0.2,
+                           "between_cards_s": 0.2, "before_move_s": 0.2}},
         "voice": {"engine": "estimate", "speed": 3.0},
         "audio": {"output": "null"},
         "server": {"channels": [{"name": "main"}, {"name": "green"}]},
@@ -173,15 +174,24 @@ def test_phones_get_the_lan_address_and_a_busy_port_or_folder_is_said_first(tmp_
         a.stop()
 
     # a hall behind a reverse proxy: server.public_url is what phones are given
-    (tmp_path / "c").mkdir()
-    pub = Server(tmp_path / "c", {**config, "server": {"public_url": "https://yomite.hall.test"}},
-                 TOKEN, host="0.0.0.0")
-    pub.start()
-    try:
-        assert "yomite is serving on https://yomite.hall.test" in pub.log()
-        p = httpx2.get(f"{pub.base}/api/channels/main/pin", headers=pub.op, timeout=5).json()
-        assert p["join_url"].startswith("https://yomite.hall.test/referee/main?pin=")
-        assert [b["base"] for b in p["bases"]][:2] == ["https://yomite.hall.test",
-                                                       f"http://{lan}:{pub.port}"]
-    finally:
-        pub.stop()
+    import io
+
+    from fastapi.testclient import TestClient
+
+    from api.addresses import candidates
+    from api.app import create_app
+    from api.server import banner
+    from reader.config import parse_config
+
+    cfg = parse_config({**config, "journal_dir": str(tmp_path / "c"),
+                        "server": {"public_url": "https://yomite.hall.test"}})
+    with TestClient(create_app(cfg, operator_token=TOKEN, listen=("0.0.0.0", 8123))) as c:
+        p = c.get("/api/channels/main/pin", headers=a.op).json()
+        out = io.StringIO()
+        banner(c.app.state.hall, candidates("0.0.0.0", 8123, cfg.server.public_url), TOKEN,
+               False, out)
+    assert p["join_url"].startswith("https://yomite.hall.test/referee/main?pin=")
+    assert [b["base"] for b in p["bases"]][:2] == ["https://yomite.hall.test",
+                                                   f"http://{lan}:8123"]
+    assert "yomite is serving on https://yomite.hall.test" in out.getvalue()
+    assert f"http://{lan}:8123   (default route" in out.getvalue()
