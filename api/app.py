@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from audio.recording import RecordingPack
 from reader.config import Config
@@ -22,6 +23,7 @@ from .errors import ApiError, install_handlers
 from .hall import Hall, SinkFactory, default_sink
 from .routes import (
     clips,
+    history,
     holds,
     matches,
     pages,
@@ -35,6 +37,37 @@ from .runtime import VoiceLike
 
 __all__ = ["ApiError", "create_app"]
 
+DESCRIPTION = """The hall service of yomite, an automated reader for Goshiki Hyakunin Isshu
+karuta: one reader per channel, referees' phones that stop the reading, projectors.
+
+**Roles.** A viewer needs no token (read only; never sees a poem before its lower verse has
+been read). A referee joins a channel with its PIN (`POST /api/channels/{ch}/referees`) and
+gets a bearer token that raises and lowers only its own hand. The operator's token is printed
+by `yomite serve` (or set in `server.security.operator_token`). Send it as
+`Authorization: Bearer <token>`.
+
+**Errors** are JSON `{"error": code, "detail": what was wrong, "hint": what to do}`: 401, 403,
+404, 409 (an illegal move, naming the phase), 422, 429 (PIN guessing, with Retry-After), 503.
+
+**A match**: prepare (`POST …/match`), the bow (`…/match/bow`, optional), start, (the
+reading runs by itself), then after the planned cards `…/match/extra-card` (a tie) and
+`…/match/close` (the end and move calls). Hands: `PUT`/`DELETE …/holds/{referee}`.
+
+**The WebSocket** `/ws/channels/{ch}`: `hello`, then the full state at once and after every
+change with a rising `seq`; send `{"type": "hold"}`, `{"type": "release"}`, `{"type":
+"ping"}`. Its messages, both ways, are a JSON Schema at
+[/api/ws-protocol.json](/api/ws-protocol.json).
+"""
+
+TAGS = [
+    {"name": "matches", "description": "a channel's state and its match: prepare, bow, start, "
+     "extra card, close, abort, resume, the log"},
+    {"name": "history", "description": "every match of a channel, and each one's log"},
+    {"name": "holds", "description": "referees' hands (rule 10)"},
+    {"name": "referees", "description": "joining with the PIN; the PIN, join links and QR"},
+    {"name": "reference", "description": "health, poems, voices, devices, who a token is"},
+]
+
 
 def create_app(
     config: Config,
@@ -43,7 +76,10 @@ def create_app(
     make_sink: SinkFactory = default_sink,
     operator_token: str | None = None,
     on_ready: Callable[[Hall, str, bool], None] | None = None,
+    listen: tuple[str, int] | None = None,
 ) -> FastAPI:
+    """`listen`: the host and port the server is bound to (the join links' port); default
+    the config's."""
     sec = config.server.security
     auth = Auth(operator_token or sec.operator_token, sec.pin_attempts_per_minute,
                 store=config.journal_dir / "referees.json")
@@ -73,14 +109,19 @@ def create_app(
             await desk.stop()
             await hall.stop()
 
-    app = FastAPI(title="yomite", version="0.1.0", lifespan=lifespan,
-                  description="The hall service of yomite, an automated karuta reader.")
+    # the docs' Swagger UI assets come from the fastapi-offline package, served by this
+    # server: a hall has no internet (FastAPI's own /docs loads them from a CDN). No ReDoc:
+    # its bundle fetches a logo from its makers' CDN, which a hall cannot reach.
+    app = FastAPIOffline(title="yomite", version="0.1.0", lifespan=lifespan,
+                         description=DESCRIPTION, static_url="/static-offline-docs",
+                         openapi_tags=TAGS, redoc_url=None)
     app.state.auth = auth
     app.state.config = config
     app.state.recording = RecordingPack(config.voice.recording_pack, config.match)
+    app.state.listen = listen or (config.server.host, config.server.port)
     install_handlers(app)
     app.include_router(tournaments.pages)  # before pages' /static/{name}: its strings
-    for module in (reference, matches, holds, referees, clips, ws, recording, tournaments,
-                   pages):
+    for module in (reference, matches, history, holds, referees, clips, ws, recording,
+                   tournaments, pages):
         app.include_router(module.router)
     return app

@@ -40,6 +40,15 @@ def device_sink(cfg: Config, device: str | int | None) -> tuple[Sink, str]:
                   f"{sink.latency * 1000:.1f} ms stream latency)")
 
 
+class NoDevice(NullSink):
+    """Stands in for speakers that could not be opened: the match runs, no one hears it. The
+    channel says so (state `audio: "no_device"`, health, the console asks before starting)."""
+
+    def __init__(self, rate: int, reason: str, *, fade_ms: float) -> None:
+        super().__init__(rate, fade_ms=fade_ms)
+        self.reason = reason
+
+
 def default_sink(cfg: Config, ch: ChannelConfig) -> tuple[Sink, str]:
     """The channel's speakers, or no sound (said clearly) when there is no usable device.
     A channel read only by browser speakers runs on a wall clock (a null sink)."""
@@ -53,7 +62,8 @@ def default_sink(cfg: Config, ch: ChannelConfig) -> tuple[Sink, str]:
         return device_sink(cfg, ch.device if ch.device is not None else a.device)
     except AudioError as e:
         log.warning("channel %s: no audio device (%s); audio goes nowhere", ch.name, e)
-        return NullSink(a.rate, fade_ms=a.fade_ms), f"NO AUDIO DEVICE ({e}): audio goes nowhere"
+        return (NoDevice(a.rate, str(e), fade_ms=a.fade_ms),
+                f"NO AUDIO DEVICE ({e}): audio goes nowhere")
 
 
 def public_view(state: dict[str, Any]) -> dict[str, Any]:
@@ -258,7 +268,8 @@ class Hall:
             svc.output = ch.output
             svc.volume_db = ch.volume_db
             rt = ChannelRuntime(ch.name, self.config, self.voice, sink, on_publish=svc.on_state,
-                                voices=voices, volume_db=ch.volume_db)
+                                voices=voices, volume_db=ch.volume_db,
+                                colors=ch.colors)
             if ch.output in ("browser", "both"):
                 # a sound card's clock moves in blocks, and what it was handed is heard later
                 device = ch.output == "both" and hasattr(sink, "blocksize")
@@ -270,6 +281,8 @@ class Hall:
                     svc.hub.publish_speakers, volume_db=ch.volume_db,
                     fade_ms=self.config.audio.fade_ms)
                 rt.speakers = svc.speakers
+            if isinstance(sink, NoDevice):
+                rt.no_device(sink.reason)
             svc.runtime = rt
             rt.start()
             rt.recover()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -48,6 +49,8 @@ log = logging.getLogger("yomite.runtime")
 
 # phases in which nothing is being read and a new match may be prepared
 ENDED = (Phase.READY, Phase.FINISHED, Phase.CLOSED, Phase.ABORTED)
+# a finished match older than this at a restart is yesterday's: not brought back
+RESTORE_FINISHED_S = 3600.0
 
 
 class VoiceLike(Protocol):
@@ -186,8 +189,11 @@ class ChannelRuntime:
         voices: VoiceFactory | None = None,
         speakers: SpeakersLike | None = None,
         volume_db: float = 0.0,
+        colors: tuple[str, ...] | None = None,
     ) -> None:
+        """`colors`: the channel's deck when a match names none (else match.colors)."""
         self.name = name
+        self.colors = colors
         self.config = config
         self.voice = voice  # the current match's voice
         self.default_voice = voice
@@ -216,6 +222,7 @@ class ChannelRuntime:
         self._seq = 0
         self._state: dict[str, Any] = {}
         self._audio_status = "ok"
+        self._no_device: str | None = None
         self._prefetch: asyncio.Future[Any] | None = None
         self._teaching: tuple[Any, dict[str, Any]] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -250,6 +257,12 @@ class ChannelRuntime:
 
     def state(self) -> dict[str, Any]:
         return self._state
+
+    def no_device(self, reason: str) -> None:
+        """The speakers could not be opened: the channel reads into nothing, and says so."""
+        self._audio_status = "no_device"
+        self._no_device = reason
+        self._publish_state(self._state.get("match"))
 
     @property
     def match_clock(self) -> Clock:
@@ -346,6 +359,9 @@ class ChannelRuntime:
             match_over = merge_overrides(match_over, p.overrides)
             voice_over = {**voice_over, **p.voice}
             match_cfg = self.config.match
+            if self.colors and "colors" not in match_over:
+                # the channel's own deck: validated as the match's default deck (cards fit)
+                match_cfg = with_match_overrides(match_cfg, {"colors": list(self.colors)})
             if match_over:
                 match_cfg = with_match_overrides(match_cfg, match_over)
             voice_cfg = with_voice_overrides(self.config.voice, voice_over)
@@ -437,7 +453,10 @@ class ChannelRuntime:
         A torn last line (the crash cut a write short) is cut off and reported. A match that
         was under way comes back paused by yomite's own hold at the place of its last record
         (the countdown remainder, the cut card and verse, the holds that were up); the
-        operator resumes it. A finished or aborted match comes back as it was.
+        operator resumes it. A match that is over (closed, aborted, or finished more than an
+        hour ago: yesterday's) is not brought back: the channel starts with no match, and the
+        journal stays in the history. A match finished just before the restart comes back as
+        it was (an extra card or the closing calls may still follow).
         """
         files = sorted(self.journal_dir.glob("*.jsonl"))
         if not files:
@@ -456,6 +475,16 @@ class ChannelRuntime:
         if torn is not None:
             log.warning("channel %s: dropped a torn last line of %s: %r", self.name, path,
                         torn[:200])
+        age_s = time.time() - path.stat().st_mtime
+        if engine.phase in (Phase.CLOSED, Phase.ABORTED) or (
+                engine.phase is Phase.FINISHED and age_s > RESTORE_FINISHED_S):
+            self.recovered = {"journal": str(path), "records": len(contents.records),
+                              "torn_line_dropped": torn is not None,
+                              "ended": engine.phase.value}
+            self._publish_state(None)
+            log.info("channel %s: the latest match (%s) is over (%s): starting with none",
+                     self.name, path.name, engine.phase.value)
+            return self.recovered
         voice_cfg = self.config.voice
         if isinstance(contents.header.get("voice"), dict):
             try:
@@ -534,6 +563,7 @@ class ChannelRuntime:
             "channel": self.name,
             "seq": self._seq,
             "audio": self._audio_status,
+            "no_device": self._no_device,
             "recovered": self.recovered,
             "match": match,
             # the prepared match's voice and preset (the console shows and compares them)

@@ -4,6 +4,7 @@ An unknown key, a wrong type or an impossible value raises ConfigError naming th
 dotted path) and what is allowed there. Units are in the names (`_s` seconds, `_ms`).
 """
 
+import difflib
 import os
 from enum import StrEnum
 from pathlib import Path
@@ -151,12 +152,18 @@ class VoiceConfig(Frozen):
 
 class AudioConfig(Frozen):
     rate: int = Field(48000, ge=8000, le=192000)
+    # `output: null` in YAML is no value at all: read as "null" (no sound), as written
     output: Literal["device", "null"] = "device"
     device: str | int | None = None
     blocksize: int = Field(256, ge=32, le=8192)
     latency: Literal["low", "high"] | float = "low"
     fade_ms: float = Field(2.0, ge=0, le=100)
     schedule_lead_ms: float = Field(30.0, ge=0, le=1000)
+
+    @field_validator("output", mode="before")
+    @classmethod
+    def _null_is_no_sound(cls, v: Any) -> Any:
+        return "null" if v is None else v
 
 
 ChannelOutput = Literal["device", "browser", "both"]
@@ -165,6 +172,7 @@ ChannelOutput = Literal["device", "browser", "both"]
 class ChannelConfig(Frozen):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,31}$")
     device: str | int | None = None
+    # this channel's deck when a match names none (null: match.colors)
     colors: tuple[str, ...] | None = None
     # device: the server's sound card; browser: the /speaker pages (the engine then runs on a
     # wall clock); both: the sound card, and the speaker pages follow its clock
@@ -182,6 +190,18 @@ class SpeakersConfig(Frozen):
     max_per_channel: int = Field(64, ge=1, le=1000)
     # a clip's Opus bit rate: speech is transparent from ~32 kbit/s
     bitrate_kbps: int = Field(48, ge=16, le=256)
+
+    @field_validator("colors")
+    @classmethod
+    def _known_colors(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if v is None:
+            return None
+        if not v:
+            raise ValueError("name at least one colour, or leave colors out")
+        try:
+            return tuple(parse_color(c).value for c in v)
+        except BadDeck as e:
+            raise ValueError(str(e)) from None
 
 
 class SecurityConfig(Frozen):
@@ -346,11 +366,15 @@ def explain(err: ValidationError, source: str, root: type[BaseModel] = Config) -
             lines.append(f"{source}: {str(e['msg']).removeprefix('Value error, ')}")
         elif e["type"] == "extra_forbidden":
             allowed = _allowed_keys(root, loc[:-1])
-            hint = f"; allowed keys here: {', '.join(allowed)}" if allowed else ""
+            near = difflib.get_close_matches(str(loc[-1]), allowed or [], n=1, cutoff=0.6)
+            hint = f"; did you mean {near[0]}?" if near else ""
+            hint += f"; allowed keys here: {', '.join(allowed)}" if allowed else ""
             lines.append(f"{source}: {key}: unknown key{hint}")
         else:
             msg = str(e["msg"]).removeprefix("Value error, ")
-            lines.append(f"{source}: {key}: {msg} (got {e.get('input')!r})")
+            got = e.get("input")
+            said = "nothing (the key is empty or null)" if got is None else repr(got)
+            lines.append(f"{source}: {key}: {msg} (got {said})")
     return ConfigError("\n".join(lines))
 
 

@@ -24,8 +24,10 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, tmp: Path, config: dict[str, Any], token: str) -> None:
+    def __init__(self, tmp: Path, config: dict[str, Any], token: str,
+                 host: str = "127.0.0.1") -> None:
         self.tmp = tmp
+        self.host = host
         self.port = free_port()
         self.token = token
         self.base = f"http://127.0.0.1:{self.port}"
@@ -42,7 +44,7 @@ class Server:
         with open(self.log_path, "ab") as log:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(
                 [str(YOMITE), "--config", str(self.config_path), "serve", "--host",
-                 "127.0.0.1", "--port", str(self.port)],
+                 self.host, "--port", str(self.port)],
                 stdout=log, stderr=subprocess.STDOUT, cwd=self.tmp, env=os.environ.copy(),
             )
         deadline = time.monotonic() + timeout

@@ -23,11 +23,12 @@ from reader.kimariji import kimariji
 
 from .serverproc import Server
 from .speakers import CHROMIUM
+from .test_pages import shots_dir
 
 pytestmark = [pytest.mark.browser, pytest.mark.server]
 
 TOKEN = "classroom-pages-operator-token-0123456789"
-SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+SHOTS = shots_dir()
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--no-first-run"]
 

@@ -19,15 +19,21 @@ def test_shipped_config_yaml_loads_and_equals_the_defaults():
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ({"match": {"cardz": 3}}, r"match\.cardz: unknown key; allowed keys here: colors, cards"),
-        ({"mtach": {}}, r"mtach: unknown key; allowed keys here: match, voice, audio"),
+        ({"match": {"cardz": 3}},
+         r"match\.cardz: unknown key; did you mean cards\?; allowed keys here: colors, cards"),
+        ({"match": {"memorize_s": 3}},
+         r"match\.memorize_s: unknown key; did you mean memorise_s\?"),
+        ({"match": {"cards": None}},
+         r"match\.cards: .* \(got nothing \(the key is empty or null\)\)"),
+        ({"mtach": {}}, r"mtach: unknown key; did you mean match\?; allowed keys here: match, "
+         r"voice, audio"),
         ({"match": {"cards": 0}}, r"match\.cards: Input should be greater than or equal to 1"),
         ({"match": {"cards": "many"}}, r"match\.cards: Input should be a valid integer"),
         ({"match": {"gaps": {"between_cards_s": -1}}},
          r"match\.gaps\.between_cards_s: Input should be greater than or equal to 0"),
         ({"match": {"gaps": {"betwen_cards_s": 1}}},
-         r"match\.gaps\.betwen_cards_s: unknown key; allowed keys here: after_bow_s, "
-         r"after_call_s"),
+         r"match\.gaps\.betwen_cards_s: unknown key; did you mean between_cards_s\?; allowed "
+         r"keys here: after_bow_s, after_call_s"),
         ({"match": {"bow_call": {"text": "よろしくお願いします"}}},
          r"match\.bow_call\.yomi: Field required"),
         ({"match": {"move_call": {"enabled": "maybe"}}},
@@ -46,7 +52,8 @@ def test_shipped_config_yaml_loads_and_equals_the_defaults():
          r"server\.channels: .*repeated: a"),
         ({"server": {"channels": [{"name": "A B"}]}}, r"server\.channels\.0\.name"),
         ({"server": {"channels": [{"name": "x", "devise": 1}]}},
-         r"server\.channels\.0\.devise: unknown key; allowed keys here: name, device"),
+         r"server\.channels\.0\.devise: unknown key; did you mean device\?; allowed keys "
+         r"here: name, device"),
         ([1, 2], r"the top level must be a mapping"),
     ],
 )
@@ -124,3 +131,14 @@ def test_a_call_switched_off_keeps_its_words_and_a_new_text_needs_its_reading():
     assert m.end_call.enabled and m.extra_call.text == "もう一枚読みます"
     over = with_match_overrides(m, {"end_call": {"enabled": False}})
     assert not over.end_call.enabled and over.end_call.text == "ありがとうございました"
+
+
+def test_audio_output_null_as_yaml_writes_it(tmp_path):
+    """`output: null` is YAML's null (None): it means no sound, as README and config.yaml say."""
+    p = tmp_path / "c.yaml"
+    p.write_text("audio:\n  output: null\n", "utf-8")
+    assert load_config(p).audio.output == "null"
+    p.write_text("audio:\n  output: \"null\"\n", "utf-8")
+    assert load_config(p).audio.output == "null"
+    with pytest.raises(ConfigError, match=r"audio\.output: Input should be 'device' or 'null'"):
+        parse_config({"audio": {"output": "speakers"}})

@@ -14,6 +14,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from .desk_sim import Desk, config, entries_csv
 from .serverproc import Server
+from .test_pages import shots_dir
 
 pytestmark = [pytest.mark.browser, pytest.mark.server]
 
@@ -21,7 +22,7 @@ TOKEN = "desk-pages-operator-token-0123456789"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run"]
-SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+SHOTS = shots_dir()
 PHONE = {"width": 360, "height": 740}
 DESKTOP = {"width": 1280, "height": 800}
 

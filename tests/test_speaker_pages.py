@@ -30,12 +30,13 @@ from .speakers import (
     onset,
     pct,
 )
+from .test_pages import shots_dir
 
 pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.audio]
 
 TOKEN = "speaker-test-operator-token-0123456789"
 CACHE = Path(os.environ.get("YOMITE_TEST_CACHE", "/tmp/yomite-test-cache"))
-SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+SHOTS = shots_dir()
 LEAD_IN_S = 0.4
 TOLERANCE_MS = 5.0  # onsets against the timeline and between the speakers (the target)
 SINK_LATENCY_MS = float(os.environ.get("YH_SINK_LATENCY_MS", "5"))

@@ -146,15 +146,35 @@
     return box;
   }
 
+  /** An error in the page's language: every code the API answers has a string in each
+      (strings.<lang>.json, `err_<code>`). The server's own detail and hint are English: they
+      are shown in English, and in Japanese only for a code without a string. */
+  function errorText(err) {
+    if (!(err instanceof ApiError)) {
+      return { title: t("error"), detail: err.message || String(err), hint: "", meta: "" };
+    }
+    let key = `err_${err.code}`;
+    if (!(key in STRINGS.ja) && /^http_\d+$/.test(err.code || "")) key = "err_http_error";
+    const known = key in STRINGS.ja;
+    const english = lang === "en" || !known;
+    return {
+      title: known ? t(key) : t("error"),
+      detail: english ? (err.detail || "") : "",
+      hint: english ? (err.hint || "") : "",
+      meta: err.status ? `${t("error")} ${err.status} · ${err.code}` : `${t("error")} · ${err.code}`,
+    };
+  }
+
   /** Show an error (ApiError or anything) until dismissed or for 10 s. */
   function showError(err) {
     const box = toastBox();
     const div = el("div", { class: "toast", role: "alert" });
     const text = el("div", { class: "toast-text" });
-    const title = err instanceof ApiError && err.status
-      ? `${t("error")} ${err.status} (${err.code})` : t("error");
-    text.append(el("strong", {}, title), el("span", {}, err.detail || err.message || String(err)));
-    if (err.hint) text.append(el("span", { class: "hint" }, err.hint));
+    const e = errorText(err);
+    text.append(el("strong", {}, e.title));
+    if (e.detail) text.append(el("span", {}, e.detail));
+    if (e.hint) text.append(el("span", { class: "hint" }, e.hint));
+    if (e.meta) text.append(el("span", { class: "meta" }, e.meta));
     const close = el("button", { type: "button", class: "toast-close", "aria-label": t("dismiss") },
       "×");
     close.addEventListener("click", () => div.remove());
@@ -574,7 +594,7 @@
 
   window.Y = {
     STRINGS, t, setLang, onLang, initI18n, applyI18n, get lang() { return lang; },
-    load, save, api, ApiError, showError, clearErrors, announce, Channel,
+    load, save, api, ApiError, errorText, showError, clearErrors, announce, Channel,
     COLOURS, phaseText, isRunning, cardText, holdNames, holderName, joinNames, segmentText,
     callText,
     Countdown, fmtTime, poems, el, verse, colourChip, showConnection, vibrate, flash, keepAwake,

@@ -10,6 +10,7 @@
   const TOKEN_KEY = "yomite.operator";
   const SETTINGS_KEY = "yomite.console.settings";
   const CHANNEL_KEY = "yomite.console.channel";
+  const BASE_KEY = "yomite.console.joinBase";
   const OPERATOR = "@operator";
 
   const $ = (id) => document.getElementById(id);
@@ -19,12 +20,13 @@
     cardno: $("cardno"), countdown: $("countdown"), now: $("now"), prepared: $("prepared"),
     paused: $("paused"), start: $("start"), pause: $("pause"), resume: $("resume"),
     extra: $("extra"), next: $("next"), abort: $("abort"), holds: $("holds"), bow: $("bow"),
-    close: $("close"), stepHint: $("step-hint"),
+    close: $("close"), stepHint: $("step-hint"), audioWarning: $("audio-warning"),
     settings: $("settings"), colourPicks: $("colour-picks"), seed: $("seed"),
     memorise: $("memorise"), cards: $("cards"), prepare: $("prepare"), qr: $("qr"), pin: $("pin"),
     loopback: $("loopback"), joinUrl: $("join-url"), displayUrl: $("display-url"),
+    basePick: $("base-pick"), joinBase: $("join-base"),
     refCount: $("ref-count"), referees: $("referees"), csv: $("csv"), cardRows: $("card-rows"),
-    output: $("output"), audio: $("audio"), replay: $("replay"), presetPicks: $("preset-picks"),
+    output: $("output"), audio: $("audio"), history: $("history"), replay: $("replay"), presetPicks: $("preset-picks"),
     presetSets: $("preset-sets"), lower: $("lower"), speed: $("speed"), gapVerses: $("gap-verses"),
     gapCards: $("gap-cards"), gapRepeat: $("gap-repeat"), poemPicks: $("poem-picks"),
     poemCount: $("poem-count"), poemsClear: $("poems-clear"), volume: $("volume"),
@@ -133,6 +135,7 @@
     state = null;
     t0 = null;
     logKey = null;
+    historyKey = null;
     document.title = `yomite ${t("console_title")} · ${name}`;
     conn = new Y.Channel(name, {
       token: () => token,
@@ -145,33 +148,58 @@
     loadJoin();
   }
 
+  let bases = [];
+
+  /** The PIN, and the join link and QR code at the address phones use: the server offers
+      every address it has (server.public_url first, else the default route's); the choice
+      is kept. */
   async function loadJoin() {
-    const display = `${location.origin}/display/${encodeURIComponent(ch)}`;
-    ui.displayUrl.href = display;
-    ui.displayUrl.textContent = display;
-    const speaker = `${location.origin}/speaker/${encodeURIComponent(ch)}`;
-    ui.speakerUrl.href = speaker;
-    ui.speakerUrl.textContent = speaker;
-    ui.loopback.hidden = !/^(localhost|127\.|\[::1\])/.test(location.hostname);
     try {
       const p = await Y.api("GET", chPath("/pin"), { token });
       ui.pin.textContent = p.pin;
-      ui.joinUrl.href = p.join_url;
-      ui.joinUrl.textContent = p.join_url;
-      const svgText = await (await Y.api("GET", chPath("/qr.svg"), { token, raw: true })).text();
-      const doc = new DOMParser().parseFromString(svgText, "image/svg+xml");
-      const svg = doc.documentElement;
-      if (svg.nodeName.toLowerCase() === "svg") {
-        svg.removeAttribute("width");
-        svg.removeAttribute("height");
-        svg.setAttribute("aria-hidden", "true");
-        ui.qr.replaceChildren(document.importNode(svg, true));
-        ui.qr.setAttribute("aria-label", `QR: ${p.join_url}`);
-      }
+      bases = p.bases;
+      const saved = Y.load(BASE_KEY);
+      const chosen = bases.find((b) => b.base === saved) || bases[0];
+      ui.joinBase.replaceChildren(...bases.map((b) => Y.el("option", { value: b.base },
+        `${b.base} (${b.source})`)));
+      ui.joinBase.value = chosen.base;
+      ui.basePick.hidden = bases.length < 2;
+      await showJoin(chosen);
     } catch (e) {
       Y.showError(e);
     }
   }
+
+  async function showJoin(b) {
+    ui.joinUrl.href = b.join_url;
+    ui.joinUrl.textContent = b.join_url;
+    const display = `${b.base}/display/${encodeURIComponent(ch)}`;
+    ui.displayUrl.href = display;
+    ui.displayUrl.textContent = display;
+    const speaker = `${b.base}/speaker/${encodeURIComponent(ch)}`;
+    ui.speakerUrl.href = speaker;
+    ui.speakerUrl.textContent = speaker;
+    ui.loopback.hidden = !b.loopback;
+    const q = `/qr.svg?base=${encodeURIComponent(b.base)}`;
+    const svgText = await (await Y.api("GET", chPath(q), { token, raw: true })).text();
+    const doc = new DOMParser().parseFromString(svgText, "image/svg+xml");
+    const svg = doc.documentElement;
+    if (svg.nodeName.toLowerCase() === "svg") {
+      svg.removeAttribute("width");
+      svg.removeAttribute("height");
+      svg.setAttribute("aria-hidden", "true");
+      ui.qr.replaceChildren(document.importNode(svg, true));
+      ui.qr.setAttribute("aria-label", `QR: ${b.join_url}`);
+      ui.qr.dataset.url = b.join_url;
+    }
+  }
+
+  ui.joinBase.addEventListener("change", () => {
+    const b = bases.find((x) => x.base === ui.joinBase.value);
+    if (!b) return;
+    Y.save(BASE_KEY, b.base);
+    showJoin(b).catch(Y.showError);
+  });
 
   // ------------------------------------------------------------------ state
   function onState(s) {
@@ -183,6 +211,56 @@
     if (!m || m.phase === "ready") t0 = null;
     render();
     refreshLog(m);
+    const key = m ? `${m.seed}/${m.phase}/${m.cards.length}` : "none";
+    if (key !== historyKey) {
+      historyKey = key;
+      loadHistory();
+    }
+  }
+
+  // ------------------------------------------------------------------ the history
+  let historyKey = null;
+
+  /** The channel's matches, newest first, each with its CSV (who held included). */
+  async function loadHistory() {
+    let rows;
+    try {
+      rows = await Y.api("GET", chPath("/matches?limit=20"), { token });
+    } catch (_e) {
+      return; // shown again at the next change
+    }
+    if (!rows.length) {
+      ui.history.replaceChildren(Y.el("li", { class: "empty" }, t("none_yet")));
+      return;
+    }
+    ui.history.replaceChildren(...rows.map((r) => {
+      const when = r.started_at || r.prepared_at;
+      const time = when ? new Date(when).toLocaleString(Y.lang === "ja" ? "ja-JP" : "en-GB",
+        { month: "numeric", day: "numeric", hour: "2-digit", minute: "2-digit" }) : "";
+      const what = r.error ? r.error : t("history_row", {
+        colours: (r.colors || []).map((c) => t(c)).join(t("name_sep")),
+        seed: r.seed, read: r.cards_read, phase: t(`phase_${r.phase}`),
+      });
+      const b = Y.el("button", { type: "button", class: "btn small" }, "CSV");
+      b.addEventListener("click", () => download(`/matches/${encodeURIComponent(r.id)}/log?format=csv`,
+        `${ch}-${r.id}.csv`));
+      return Y.el("li", { dataset: { id: r.id }, class: r.current ? "current" : "" },
+        Y.el("span", { class: "when" }, time), Y.el("span", { class: "what" }, what), b);
+    }));
+  }
+
+  async function download(path, filename) {
+    try {
+      const res = await Y.api("GET", chPath(path), { token, raw: true });
+      const url = URL.createObjectURL(await res.blob());
+      const a = Y.el("a", { href: url, download: filename });
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 10000);
+    } catch (e) {
+      Y.showError(e);
+    }
   }
 
   /** The match log gives the start of a match the console joined late. */
@@ -368,9 +446,11 @@
   function renderAudio(s) {
     const out = s ? s.output || "" : "";
     const status = s ? s.audio || "" : "";
-    ui.output.textContent = out;
-    ui.output.className = /^(NO AUDIO|null output)/.test(out) ? "bad" : "";
-    ui.audio.textContent = status === "ok" ? t("audio_ok") : status;
+    const missing = status === "no_device";
+    ui.output.textContent = missing ? t("output_no_device", { reason: s.no_device || "" }) : out;
+    ui.output.className = missing || /^null output/.test(out) ? "bad" : "";
+    ui.audio.textContent = status === "ok" ? t("audio_ok")
+      : (missing ? t("audio_no_device") : status);
     ui.audio.className = status && status !== "ok" ? "bad" : "good";
     const sp = s && s.speakers;
     ui.speakers.textContent = !sp ? "" : (sp.mode === "device" ? t("speakers_none")
@@ -379,6 +459,29 @@
       ui.volume.value = String(s.volume_db);
       ui.volumeOut.textContent = `${s.volume_db} dB`;
     }
+    // said next to 開始, in the page's language: a match started now is heard by no one
+    ui.audioWarning.hidden = !missing;
+    ui.audioWarning.textContent = missing ? t("no_device_warning") : "";
+  }
+
+  const noDevice = () => !!state && state.audio === "no_device";
+  let silentTimer = null;
+
+  /** With no audio device, a start (or the bow) needs a second press within 4 s. */
+  function confirmSilent(button, label) {
+    if (!noDevice() || button.classList.contains("armed")) {
+      clearTimeout(silentTimer);
+      button.classList.remove("armed");
+      button.textContent = t(label);
+      return true;
+    }
+    button.classList.add("armed");
+    button.textContent = t("start_silent_confirm");
+    silentTimer = setTimeout(() => {
+      button.classList.remove("armed");
+      button.textContent = t(label);
+    }, 4000);
+    return false;
   }
 
   function renderAll() {
@@ -436,6 +539,7 @@
 
   const FIELDS = ["seed", "memorise", "cards", "lower", "speed", "gapVerses", "gapCards", "gapRepeat"];
 
+  // each channel has its own settings (a pink reader is not a blue one)
   const settingsKey = () => `${SETTINGS_KEY}.${ch}`;
 
   function saveSettings() {
@@ -614,8 +718,12 @@
     return Y.api("POST", chPath(`/match/${step}`), { token });
   });
 
-  ui.start.addEventListener("click", () => prepared("start"));
-  ui.bow.addEventListener("click", () => prepared("bow"));
+  ui.start.addEventListener("click", () => {
+    if (confirmSilent(ui.start, "start")) prepared("start");
+  });
+  ui.bow.addEventListener("click", () => {
+    if (confirmSilent(ui.bow, "bow")) prepared("bow");
+  });
 
   ui.pause.addEventListener("click", () => act(() => {
     const m = state && state.match;
@@ -656,19 +764,7 @@
     act(() => Y.api("POST", chPath("/match/abort"), { token, body: { reason: t("abort_reason") } }));
   });
 
-  ui.csv.addEventListener("click", async () => {
-    try {
-      const res = await Y.api("GET", chPath("/match/log?format=csv"), { token, raw: true });
-      const url = URL.createObjectURL(await res.blob());
-      const a = Y.el("a", { href: url, download: `${ch}-match.csv` });
-      document.body.append(a);
-      a.click();
-      a.remove();
-      setTimeout(() => URL.revokeObjectURL(url), 10000);
-    } catch (e) {
-      Y.showError(e);
-    }
-  });
+  ui.csv.addEventListener("click", () => download("/match/log?format=csv", `${ch}-match.csv`));
 
   // the hold durations tick while the hall waits
   setInterval(() => {
