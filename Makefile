@@ -5,7 +5,11 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 ARGS   ?=
 
-.PHONY: run test setup setup-test lint bench clean
+# setuptools warns, on every editable install of a flat layout, that folders named like the
+# packages may shadow them: true of any checkout, and nothing to act on
+PIP := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip
+
+.PHONY: run test setup setup-test lint bench clean screenshots
 
 run: setup
 	$(BIN)/yomite $(ARGS)
@@ -13,7 +17,7 @@ run: setup
 test: setup-test
 	scripts/audio-harness.sh start
 	. $${YH_RUN:-/tmp/yomite-audio}/env.sh && $(BIN)/pytest $(ARGS)
-	$(BIN)/ruff check reader audio api tests bench
+	$(BIN)/ruff check reader audio api desk tests bench
 	$(BIN)/mypy
 
 setup: $(VENV)/.installed
@@ -24,20 +28,30 @@ setup-test: $(VENV)/.installed-dev
 
 $(VENV)/.installed: pyproject.toml
 	scripts/system-deps.sh run
+	@echo "Python packages into $(VENV) (about a minute the first time)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e .
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e .
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml
 	scripts/system-deps.sh test
+	@echo "Python packages (with the test tools) into $(VENV) (about a minute the first time)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e '.[dev]'
 	touch $@ $(VENV)/.installed
 
+# the README's screenshots: the page tests write them to a scratch folder on every run; this
+# runs them writing into docs/screenshots instead
+screenshots: setup-test
+	scripts/audio-harness.sh start
+	. $${YH_RUN:-/tmp/yomite-audio}/env.sh && YOMITE_SCREENSHOTS=docs/screenshots \
+		$(BIN)/pytest tests/test_pages.py tests/test_record_page.py tests/test_classroom_pages.py \
+		tests/test_speaker_pages.py tests/test_desk_pages.py $(ARGS)
+
 lint: setup-test
-	$(BIN)/ruff check reader audio api tests bench
+	$(BIN)/ruff check reader audio api desk tests bench
 	$(BIN)/mypy
 
 bench: setup-test

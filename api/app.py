@@ -12,18 +12,62 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from audio.recording import MAX_UPLOAD_BYTES, RecordingPack
 from reader.config import Config
 
 from .auth import Auth
+from .desk import Desk
 from .errors import ApiError, install_handlers
 from .guards import BodyLimit, HostCheck, SecurityHeaders
 from .hall import Hall, SinkFactory, default_sink
-from .routes import holds, matches, pages, recording, referees, reference, ws
+from .routes import (
+    clips,
+    history,
+    holds,
+    matches,
+    pages,
+    recording,
+    referees,
+    reference,
+    tournaments,
+    ws,
+)
 from .runtime import VoiceLike
 
 __all__ = ["ApiError", "create_app"]
+
+DESCRIPTION = """The hall service of yomite, an automated reader for Goshiki Hyakunin Isshu
+karuta: one reader per channel, referees' phones that stop the reading, projectors.
+
+**Roles.** A viewer needs no token (read only; never sees a poem before its lower verse has
+been read). A referee joins a channel with its PIN (`POST /api/channels/{ch}/referees`) and
+gets a bearer token that raises and lowers only its own hand. The operator's token is printed
+by `yomite serve` (or set in `server.security.operator_token`). Send it as
+`Authorization: Bearer <token>`.
+
+**Errors** are JSON `{"error": code, "detail": what was wrong, "hint": what to do}`: 401, 403,
+404, 409 (an illegal move, naming the phase), 422, 429 (PIN guessing, with Retry-After), 503.
+
+**A match**: prepare (`POST …/match`), the bow (`…/match/bow`, optional), start, (the
+reading runs by itself), then after the planned cards `…/match/extra-card` (a tie) and
+`…/match/close` (the end and move calls). Hands: `PUT`/`DELETE …/holds/{referee}`.
+
+**The WebSocket** `/ws/channels/{ch}`: `hello`, then the full state at once and after every
+change with a rising `seq`; send `{"type": "hold"}`, `{"type": "release"}`, `{"type":
+"ping"}`. Its messages, both ways, are a JSON Schema at
+[/api/ws-protocol.json](/api/ws-protocol.json).
+"""
+
+TAGS = [
+    {"name": "matches", "description": "a channel's state and its match: prepare, bow, start, "
+     "extra card, close, abort, resume, the log"},
+    {"name": "history", "description": "every match of a channel, and each one's log"},
+    {"name": "holds", "description": "referees' hands (rule 10)"},
+    {"name": "referees", "description": "joining with the PIN; the PIN, join links and QR"},
+    {"name": "reference", "description": "health, poems, voices, devices, who a token is"},
+]
 
 
 def create_app(
@@ -33,7 +77,10 @@ def create_app(
     make_sink: SinkFactory = default_sink,
     operator_token: str | None = None,
     on_ready: Callable[[Hall, str, bool], None] | None = None,
+    listen: tuple[str, int] | None = None,
 ) -> FastAPI:
+    """`listen`: the host and port the server is bound to (the join links' port); default
+    the config's."""
     sec, refs = config.server.security, config.server.referees
     auth = Auth(operator_token or sec.operator_token, sec.pin_attempts_per_minute,
                 store=config.journal_dir / "referees.jsonl",
@@ -43,28 +90,43 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        v = voice
-        if v is None:
-            from audio.voice import make_voice
+        from audio.voice import make_voice
 
-            v = make_voice(config.voice, config.audio.rate)
-        hall = Hall(config, v, auth, make_sink)
+        rate = config.audio.rate
+        v = voice if voice is not None else make_voice(config.voice, rate)
+        # a match's own voice settings (the console's voice speed) go through the same factory
+        hall = Hall(config, v, auth, make_sink, make_voice=lambda cfg: make_voice(cfg, rate))
         app.state.hall = hall
         await hall.start()
+        desk = Desk(config, hall)  # after the hall: it matches rounds with channel journals
+        app.state.desk = desk
+        try:
+            await desk.start()
+        except BaseException:
+            await hall.stop()
+            raise
         if on_ready is not None:
             on_ready(hall, auth.operator_token, auth.generated)
         try:
             yield
         finally:
+            await desk.stop()
             await hall.stop()
 
-    app = FastAPI(title="yomite", version="0.1.0", lifespan=lifespan,
-                  description="The hall service of yomite, an automated karuta reader.")
+    # the docs' Swagger UI assets come from the fastapi-offline package, served by this
+    # server: a hall has no internet (FastAPI's own /docs loads them from a CDN). No ReDoc:
+    # its bundle fetches a logo from its makers' CDN, which a hall cannot reach.
+    app = FastAPIOffline(title="yomite", version="0.1.0", lifespan=lifespan,
+                         description=DESCRIPTION, static_url="/static-offline-docs",
+                         openapi_tags=TAGS, redoc_url=None)
     app.state.auth = auth
     app.state.config = config
     app.state.recording = RecordingPack(config.voice.recording_pack, config.match)
+    app.state.listen = listen or (config.server.host, config.server.port)
     install_handlers(app)
-    for module in (reference, matches, holds, referees, ws, recording, pages):
+    app.include_router(tournaments.pages)  # before pages' /static/{name}: its strings
+    for module in (reference, matches, history, holds, referees, clips, ws, recording,
+                   tournaments, pages):
         app.include_router(module.router)
     # the door, outermost last: a foreign Host, then an oversized body, are refused before
     # any route (or token check) sees the request

@@ -19,6 +19,7 @@ from reader.config import Config, VoiceEngine, load_config
 from reader.errors import ReaderError
 
 from . import offline
+from .startup import StartupError
 
 
 def _config(args: argparse.Namespace) -> Config:
@@ -128,6 +129,9 @@ async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int
     def on_publish(state: dict[str, Any]) -> None:
         nonlocal said
         view.on_state(state)
+        if view.closed:  # the reader of our output left: so do we
+            done.set()
+            return
         mm = state.get("match")
         phase = mm["phase"] if mm else None
         if phase in ("closed", "aborted"):
@@ -147,8 +151,13 @@ async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int
         else:
             said = False
 
+    def on_record(entry: dict[str, Any]) -> None:
+        view.on_record(entry)
+        if view.closed:
+            done.set()
+
     runtime = ChannelRuntime("cli", cfg, voice, sink, on_publish=on_publish,
-                             on_record=view.on_record, journal_dir=Path(cfg.journal_dir),
+                             on_record=on_record, journal_dir=Path(cfg.journal_dir),
                              clock_speed=args.speed)
     runtime.start()
     try:
@@ -188,6 +197,7 @@ async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int
                 if keys:
                     loop.remove_reader(sys.stdin.fileno())
         await asyncio.sleep(0.2)  # let the last call's tail leave the speakers
+        args.output_closed = view.closed
     finally:
         await runtime.stop()
         sink.close()
@@ -277,15 +287,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return serve(_config(args), host=args.host, port=args.port)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="yomite", description=__doc__)
-    p.add_argument("--config", default=None, help="config file (default: $YOMITE_CONFIG or "
-                   "./config.yaml)")
-    sub = p.add_subparsers(dest="cmd")
+CONFIG_HELP = "config file (default: $YOMITE_CONFIG, else ./config.yaml, else the defaults)"
 
-    s = sub.add_parser("serve", help="run the hall service (REST, WebSocket, pages)")
-    s.add_argument("--host", default=None)
-    s.add_argument("--port", type=int, default=None)
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="yomite", description=__doc__,
+                                epilog="With no command, yomite serves (yomite serve).")
+    p.add_argument("--config", default=None, help=CONFIG_HELP)
+    # every command takes --config too, before or after its name; SUPPRESS keeps a value
+    # given before the command when none follows it
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", default=argparse.SUPPRESS, help=CONFIG_HELP)
+    sub = p.add_subparsers(dest="cmd", parser_class=_Sub(common))
+
+    s = sub.add_parser("serve", help="run the hall service (REST, WebSocket, pages)",
+                       description="The hall service: the operator's console, the referees' "
+                       "phones and the projectors, one reader per channel. Prints the console "
+                       "link (with the operator token), each channel's join link and PIN, and "
+                       "a QR code.")
+    s.add_argument("--host", default=None,
+                   help="interface to listen on (default server.host: 0.0.0.0, every one)")
+    s.add_argument("--port", type=int, default=None,
+                   help="port to listen on (default server.port: 8080)")
     s.set_defaults(func=cmd_serve)
 
     d = sub.add_parser("dry-run", help="a whole match's timeline in the terminal, no sound")
@@ -328,21 +351,44 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _Sub(common: argparse.ArgumentParser) -> type[argparse.ArgumentParser]:
+    """Subcommand parsers that all inherit the common options (--config)."""
+
+    class Sub(argparse.ArgumentParser):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("parents", [common])
+            super().__init__(*args, **kwargs)
+
+    return Sub
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=os.environ.get("YOMITE_LOG", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     if args.cmd is None:
-        args = parser.parse_args(["serve", *(argv or sys.argv[1:])])
+        args = parser.parse_args(["serve", *argv])
     try:
         rc: int = args.func(args)
+        if getattr(args, "output_closed", False):
+            return _quiet_stdout(rc)
         return rc
-    except (ReaderError, AudioError) as e:
+    except (ReaderError, AudioError, StartupError) as e:
         print(f"yomite: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `yomite ... | head`: the reader has what it wanted
+        return _quiet_stdout(0)
+
+
+def _quiet_stdout(rc: int) -> int:
+    """Point stdout at /dev/null, so the flush at exit finds no closed pipe to complain of."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return rc
 
 
 if __name__ == "__main__":

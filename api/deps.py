@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import Depends, Request, WebSocket
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from .auth import Auth, Principal, Role
 from .errors import ApiError
@@ -29,7 +30,16 @@ def auth_of(request: Request) -> Auth:
     return a
 
 
-def who(request: Request) -> Principal:
+# declares the bearer scheme in the OpenAPI (the token itself is read by token_of, which also
+# takes ?token= on a WebSocket URL); it never refuses by itself: a viewer needs no token
+bearer = HTTPBearer(auto_error=False, scheme_name="token",
+                    description="the operator's token (printed by yomite serve) or a "
+                    "referee's (from POST /api/channels/{ch}/referees)")
+
+
+def who(request: Request,
+        _declared: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)] = None
+        ) -> Principal:
     try:
         return auth_of(request).identify(token_of(request))
     except PermissionError as e:

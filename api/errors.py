@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from audio.errors import AudioError
+from desk.errors import DeskError
 from reader.errors import BadDeck, ConfigError, IllegalMove, ReaderError
 
 from .runtime import ChannelFault, ChannelStopped, JournalUnavailable
@@ -32,6 +33,10 @@ def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_r: Request, e: ApiError) -> JSONResponse:
         return JSONResponse(body(e.code, e.detail, e.hint), e.status, headers=e.headers)
+
+    @app.exception_handler(DeskError)
+    async def _desk(_r: Request, e: DeskError) -> JSONResponse:
+        return JSONResponse(body(e.code, e.detail, e.hint), e.status)
 
     @app.exception_handler(IllegalMove)
     async def _illegal(_r: Request, e: IllegalMove) -> JSONResponse:

@@ -15,12 +15,15 @@ from typing import Any
 
 from audio.errors import AudioError
 from audio.sink import NullSink, Sink
-from reader.config import ChannelConfig, Config
+from reader.clip import Clip
+from reader.config import ChannelConfig, Config, VoiceConfig, VoiceEngine
+from reader.errors import ConfigError
 from reader.events import Hold, Release
 
 from .auth import Auth
 from .hub import Hub
-from .runtime import ChannelRuntime, VoiceLike
+from .runtime import ChannelRuntime, VoiceFactory, VoiceLike
+from .speaker import ClipStore, SoundingClock, SpeakerFeed, load_secret
 
 log = logging.getLogger("yomite.hall")
 
@@ -39,16 +42,30 @@ def device_sink(cfg: Config, device: str | int | None) -> tuple[Sink, str]:
                   f"{sink.latency * 1000:.1f} ms stream latency)")
 
 
+class NoDevice(NullSink):
+    """Stands in for speakers that could not be opened: the match runs, no one hears it. The
+    channel says so (state `audio: "no_device"`, health, the console asks before starting)."""
+
+    def __init__(self, rate: int, reason: str, *, fade_ms: float) -> None:
+        super().__init__(rate, fade_ms=fade_ms)
+        self.reason = reason
+
+
 def default_sink(cfg: Config, ch: ChannelConfig) -> tuple[Sink, str]:
-    """The channel's speakers, or no sound (said clearly) when there is no usable device."""
+    """The channel's speakers, or no sound (said clearly) when there is no usable device.
+    A channel read only by browser speakers runs on a wall clock (a null sink)."""
     a = cfg.audio
+    if ch.output == "browser":
+        return (NullSink(a.rate, fade_ms=a.fade_ms),
+                "browser speakers only (server.channels[].output: browser)")
     if a.output == "null":
         return NullSink(a.rate, fade_ms=a.fade_ms), "null output (config audio.output: null)"
     try:
         return device_sink(cfg, ch.device if ch.device is not None else a.device)
     except AudioError as e:
         log.warning("channel %s: no audio device (%s); audio goes nowhere", ch.name, e)
-        return NullSink(a.rate, fade_ms=a.fade_ms), f"NO AUDIO DEVICE ({e}): audio goes nowhere"
+        return (NoDevice(a.rate, str(e), fade_ms=a.fade_ms),
+                f"NO AUDIO DEVICE ({e}): audio goes nowhere")
 
 
 def public_view(state: dict[str, Any]) -> dict[str, Any]:
@@ -68,6 +85,10 @@ def public_view(state: dict[str, Any]) -> dict[str, Any]:
         for c in m.get("cards", []):
             if c["finished_s"] is None:
                 c["poem"] = None
+        k = m.get("kimariji")
+        if k:
+            # the cards read only; which cards are left, and how, is the operator's
+            m["kimariji"] = {"read": k["read"]}
     return out
 
 
@@ -86,11 +107,14 @@ class ChannelService:
         self.pin_path = pin_path
         self.pin_digits = pin_digits
         self.runtime: ChannelRuntime | None = None
+        self.speakers: SpeakerFeed | None = None
         self._last_change: dict[str, float] = {}
         self._tokens: dict[str, tuple[float, float]] = {}  # referee: (tokens, at)
         self._pending: dict[str, Hold | Release] = {}
         self.deferred = 0  # hand changes that had to wait (bouncing thumbs, scripts)
         self.audio = ""
+        self.output = "device"  # server.channels[].output
+        self.volume_db = 0.0
         self.seq = 0
         self._state: dict[str, Any] = {"channel": name, "audio": "", "match": None}
 
@@ -187,6 +211,23 @@ class ChannelService:
         self.broadcast()
         return True
 
+    def sync(self, probe: dict[str, Any]) -> dict[str, Any]:
+        """The answer to a clock probe: the sounding timeline's time (see api.speaker)."""
+        if self.speakers is not None:
+            return self.speakers.sync(probe)
+        assert self.runtime is not None
+        out = SpeakerFeed.echo(probe)
+        out["s"] = self.runtime.match_clock.now()
+        return out
+
+    def set_volume(self, volume_db: float) -> None:
+        self.volume_db = volume_db
+        if self.runtime is not None:
+            self.runtime.set_volume(volume_db)
+        if self.speakers is not None:
+            self.speakers.set_volume(volume_db)
+        self.broadcast()
+
     def on_state(self, state: dict[str, Any]) -> None:
         self._state = state
         self.broadcast()
@@ -206,7 +247,8 @@ class ChannelService:
 
     def operator_view(self) -> dict[str, Any]:
         return {**self._state, "channel": self.name, "seq": self.seq, "output": self.audio,
-                "referees": self.referees(), "pin": self.pin}
+                "speakers": {"mode": self.output, "pages": len(self.hub.speakers)},
+                "volume_db": self.volume_db, "referees": self.referees(), "pin": self.pin}
 
     def broadcast(self) -> None:
         self.seq += 1
@@ -242,13 +284,51 @@ def _pin(path: Path, digits: int = 6) -> str:
     return pin
 
 
+class _MatchClock:
+    """The engine's timeline clock of a runtime (it changes when a match is recovered)."""
+
+    def __init__(self, rt: ChannelRuntime) -> None:
+        self._rt = rt
+
+    def now(self) -> float:
+        return self._rt.match_clock.now()
+
+
+class Voices:
+    """The voices of the hall by their settings: the configured one, and those per-match
+    settings ask for (made through `make`, i.e. `audio.voice.make_voice`), the last few
+    kept."""
+
+    def __init__(self, config: VoiceConfig, default: VoiceLike,
+                 make: Callable[[VoiceConfig], VoiceLike] | None, keep: int = 4) -> None:
+        self._make = make
+        self._keep = keep
+        self._voices: dict[VoiceConfig, VoiceLike] = {config: default}
+        self._default = config
+
+    def get(self, cfg: VoiceConfig) -> VoiceLike:
+        v = self._voices.pop(cfg, None)
+        if v is None:
+            if self._make is None:
+                raise ConfigError("this server cannot change the voice per match")
+            v = self._make(cfg)
+        self._voices[cfg] = v  # most recent last
+        while len(self._voices) > self._keep:
+            old = next(k for k in self._voices if k != self._default)
+            del self._voices[old]
+        return v
+
+
 class Hall:
     def __init__(self, config: Config, voice: VoiceLike, auth: Auth,
-                 make_sink: SinkFactory = default_sink) -> None:
+                 make_sink: SinkFactory = default_sink,
+                 make_voice: Callable[[VoiceConfig], VoiceLike] | None = None) -> None:
         self.config = config
         self.voice = voice
         self.auth = auth
         self.make_sink = make_sink
+        self.voices = Voices(config.voice, voice, make_voice)
+        self.clips: ClipStore | None = None
         self.channels: dict[str, ChannelService] = {}
         digits = config.server.security.pin_digits
         refs = config.server.referees
@@ -261,12 +341,45 @@ class Hall:
                 pin_path=pin_path, pin_digits=digits,
             )
 
+    def clip_store(self) -> ClipStore:
+        if self.clips is None:
+            cfg = self.config
+            rate, kbps = cfg.audio.rate, cfg.server.speakers.bitrate_kbps
+
+            def encode(voice: VoiceLike, clip: Clip) -> bytes:
+                from audio.codec import encode_opus
+
+                return encode_opus(voice.pcm(clip), rate, kbps)
+
+            disk = None if cfg.voice.engine is VoiceEngine.ESTIMATE else (
+                cfg.voice.cache_dir / "opus")
+            self.clips = ClipStore(load_secret(cfg.journal_dir / "speakers.key"), encode, disk)
+        return self.clips
+
     async def start(self) -> None:
+        voices: VoiceFactory = self.voices.get
         for ch in self.config.server.channels:
             svc = self.channels[ch.name]
             sink, description = self.make_sink(self.config, ch)
             svc.audio = description
-            rt = ChannelRuntime(ch.name, self.config, self.voice, sink, on_publish=svc.on_state)
+            svc.output = ch.output
+            svc.volume_db = ch.volume_db
+            rt = ChannelRuntime(ch.name, self.config, self.voice, sink, on_publish=svc.on_state,
+                                voices=voices, volume_db=ch.volume_db,
+                                colors=ch.colors)
+            if ch.output in ("browser", "both"):
+                # a sound card's clock moves in blocks, and what it was handed is heard later
+                device = ch.output == "both" and hasattr(sink, "blocksize")
+                latency = (float(getattr(sink, "latency", 0.0))
+                           + int(getattr(sink, "blocksize", 0)) / sink.rate) if device else 0.0
+                svc.speakers = SpeakerFeed(
+                    sink.rate, self.clip_store(),
+                    SoundingClock(_MatchClock(rt), stepwise=device, latency_s=latency),
+                    svc.hub.publish_speakers, volume_db=ch.volume_db,
+                    fade_ms=self.config.audio.fade_ms)
+                rt.speakers = svc.speakers
+            if isinstance(sink, NoDevice):
+                rt.no_device(sink.reason)
             svc.runtime = rt
             rt.start()
             rt.recover()

@@ -32,6 +32,7 @@ class Client:
     queue_size: int
     referee: str | None = None
     name: str = ""
+    speaker: bool = False  # a /speaker page: also gets the channel's audio schedule
     lags: deque[float] | None = None  # the hub's: publish -> handed to this socket, seconds
     queue: asyncio.Queue[tuple[str, float]] = field(init=False)
     task: asyncio.Task[None] | None = None
@@ -67,19 +68,23 @@ class Hub:
         self.queue_size = queue_size
         self.send_timeout_s = send_timeout_s
         self.clients: set[Client] = set()
+        self.speakers: set[Client] = set()  # the speaker audience, a subset of clients
         self.dropped = 0
         self.lags: deque[float] = deque(maxlen=20000)
 
     def add(self, send: Send, close: Close, *, operator: bool, referee: str | None = None,
-            name: str = "") -> Client:
-        c = Client(send, close, operator, self.queue_size, referee, name, self.lags)
+            name: str = "", speaker: bool = False) -> Client:
+        c = Client(send, close, operator, self.queue_size, referee, name, speaker, self.lags)
         self.clients.add(c)
+        if speaker:
+            self.speakers.add(c)
         c.task = asyncio.create_task(c.writer(), name="ws-writer")
         c.task.add_done_callback(lambda _t: self._writer_done(c))
         return c
 
     def remove(self, c: Client) -> None:
         self.clients.discard(c)
+        self.speakers.discard(c)
         if c.task is not None and not c.task.done():
             c.task.cancel()
 
@@ -97,6 +102,18 @@ class Hub:
                 continue
             try:
                 c.queue.put_nowait((texts[c.operator], now))
+            except asyncio.QueueFull:
+                self._drop(c, "too slow: the state queue is full")
+
+    def publish_speakers(self, message: dict[str, Any]) -> None:
+        """The audio schedule, to the speaker audience only: other pages pay nothing for it."""
+        if not self.speakers:
+            return
+        text = _dumps(message)
+        now = time.perf_counter()
+        for c in list(self.speakers):
+            try:
+                c.queue.put_nowait((text, now))
             except asyncio.QueueFull:
                 self._drop(c, "too slow: the state queue is full")
 

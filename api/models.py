@@ -4,7 +4,7 @@ where it enters (NFKC, no control or format characters: see reader.text)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -41,7 +41,16 @@ class MatchRequest(Strict):
     colors: list[Annotated[str, Field(max_length=16)]] = Field(default=[], max_length=5)
     poems: list[Annotated[int, Field(ge=1, le=100)]] = Field(default=[], max_length=100)
     seed: int | None = Field(default=None, ge=0, le=SEED_MAX)
-    overrides: dict[str, Any] = Field(default={})
+    preset: str | None = Field(default=None, max_length=32,
+                               description="a preset's id (GET /api/presets); the overrides "
+                                           "below go on top of it")
+    overrides: dict[str, Any] = Field(default={}, description="keys of config.yaml's `match`")
+    voice: dict[str, Any] = Field(default={}, max_length=3,
+                                  description="the voice's speed, pitch and phrase_pause_s")
+
+
+class VolumeRequest(Strict):
+    volume_db: float = Field(ge=-60, le=0, description="0 is the clips' own loudness")
 
 
 class JoinRequest(Strict):
@@ -57,25 +66,164 @@ class AbortRequest(Strict):
     reason: Line = ""
 
 
-# ---------------------------------------------------------------------- the WebSocket
-class WsHold(Strict):
-    """Raise a hand: a referee its own; the operator its own, or `referee`'s."""
-
-    type: Literal["hold"]
-    referee: RefereeId | None = None
-
-
-class WsRelease(Strict):
-    """Lower a hand (same rule as hold)."""
-
-    type: Literal["release"]
-    referee: RefereeId | None = None
+# ---------------------------------------------------------------------------- responses
+# What the API answers, typed for the OpenAPI schema (and a generated client). They allow
+# extra keys: a newer server may say more, and an older client is not broken by it.
+class Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
 
 
-class WsPing(Strict):
-    """Answered by a pong with the channel's latest seq."""
+class ErrorBody(Open):
+    """Every error: what went wrong and what to do (`error` is a stable code)."""
 
-    type: Literal["ping"]
+    error: str = Field(description="a stable code, e.g. wrong_pin, illegal_move")
+    detail: str = Field(description="what was wrong (English)")
+    hint: str = Field("", description="what to do")
 
 
-WsMessage = Annotated[WsHold | WsRelease | WsPing, Field(discriminator="type")]
+class HoldState(Open):
+    referee: str = Field(description="the referee's id; @audio, @recovered, @journal, @fault, "
+                         "@operator are yomite's own")
+    name: str
+    since_s: float
+
+
+class CardState(Open):
+    n: int
+    poem: int | None = Field(description="null for non-operators until the lower verse is read")
+    started_s: float
+    finished_s: float | None
+
+
+class SegmentState(Open):
+    index: int
+    kind: str = Field(description="call, memorise, prelude, verse or gap")
+    label: str = Field(description="e.g. bow_call, memorise_call, card_kami, end_call, move_call")
+    card: int | None
+    poem: int | None
+    verse: str | None
+    reading: int
+    started_s: float
+    ends_s: float | None
+
+
+class CutState(Open):
+    segment: int
+    label: str
+    card: int | None
+    poem: int | None
+    verse: str | None
+    offset_s: float
+    at_s: float
+
+
+class MatchState(Open):
+    """The match: phase, where the programme is, the hands up, the cards read."""
+
+    seq: int
+    at_s: float = Field(description="the match clock (the audio device's), seconds")
+    phase: str = Field(description="ready, bowing, announcing, memorising, prelude, reading, "
+                       "finished, tiebreak, closing, closed or aborted")
+    paused: bool
+    resumes_at_s: float | None
+    holds: list[HoldState]
+    card: int
+    cards_total: int
+    cards_planned: int
+    unread_left: int
+    segment: SegmentState | None
+    countdown_s: float | None
+    cut: CutState | None
+    cards: list[CardState]
+    seed: int
+    colors: list[str]
+    policy: str
+    lead_in_s: float
+    timings: dict[str, Any]
+    reason: str
+    bowed: bool
+    calls: dict[str, str | None] = Field(description="each call's text; null: disabled")
+
+
+class RefereeState(Open):
+    id: str
+    name: str
+    connected: bool
+    holding: bool
+
+
+class ChannelState(Open):
+    """A channel as the asker may see it: operators also get `pin`; others never see a poem
+    before its lower verse has been read."""
+
+    channel: str
+    seq: int
+    audio: str = Field(description='"ok", "no_device" or "fault: ..."')
+    journal: str = Field("ok", description='"ok" or "fault: ..." (the reading is paused by '
+                         "@journal until the journal can be written)")
+    fault: str | None = Field(None, description="the last unforeseen failure (paused by "
+                              "@fault), null after a new match")
+    no_device: str | None = None
+    recovered: dict[str, Any] | None = None
+    match: MatchState | None
+    output: str | None = None
+    referees: list[RefereeState] = []
+    pin: str | None = None
+
+
+class MatchLog(Open):
+    """A match's journal (header and records) and its timeline."""
+
+    header: dict[str, Any]
+    records: list[dict[str, Any]]
+    timeline: list[dict[str, Any]]
+    journal: str | None
+
+
+class HistoryEntry(Open):
+    id: str
+    current: bool
+    version: int | None = None
+    prepared_at: str | None = None
+    started_at: str | None = None
+    seed: int | None = None
+    colors: list[str] = []
+    cards: int | None = None
+    cards_read: int = 0
+    phase: str | None = None
+    records: int = 0
+    error: str | None = None
+
+
+class JoinAnswer(Open):
+    referee: str
+    name: str
+    channel: str
+    token: str = Field(description="the referee's bearer token (keep it: it is the identity)")
+
+
+class JoinBase(Open):
+    base: str
+    source: str
+    loopback: bool
+    join_url: str
+
+
+class PinAnswer(Open):
+    pin: str
+    join_url: str
+    bases: list[JoinBase]
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorBody, "description": what}
+    for code, what in ((401, "no token, or an unknown one"), (403, "a role that may not"),
+                       (404, "an unknown channel, poem or match"),
+                       (409, "an illegal move (the detail names the phase)"),
+                       (413, "a body over server.limits.body_bytes"),
+                       (421, "a Host that is not this server's"),
+                       (422, "a bad body, deck or setting"), (429, "PIN guessing"),
+                       (431, "headers over server.limits"),
+                       (503, "the audio output is still down, the journal cannot be written, "
+                        "or the channel paused on an unforeseen failure"))
+}

@@ -17,8 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, assert_never
@@ -31,10 +32,18 @@ from audio.sink import DeviceFault, Sink, SinkEvent
 from reader.clip import Clip
 from reader.clock import Clock, OffsetClock
 from reader.commands import Command, PlayClip, Publish, Record, StopAudio
-from reader.config import Config, MatchConfig, with_match_overrides
+from reader.config import (
+    VOICE_MATCH_KEYS,
+    Config,
+    MatchConfig,
+    VoiceConfig,
+    merge_overrides,
+    with_match_overrides,
+    with_voice_overrides,
+)
 from reader.deck import Deck
 from reader.engine import Engine
-from reader.errors import BadDeck, IllegalMove, JournalError, ReaderError
+from reader.errors import BadDeck, ConfigError, IllegalMove, JournalError, ReaderError
 from reader.events import (
     AUDIO_FAULT,
     FAULT,
@@ -53,6 +62,7 @@ from reader.events import (
     event_name,
 )
 from reader.journal import JournalWriter, parse_lines, read_journal, replay
+from reader.kimariji import teaching
 from reader.programme import Phase
 from reader.snapshot import Snapshot
 
@@ -60,6 +70,8 @@ log = logging.getLogger("yomite.runtime")
 
 # phases in which nothing is being read and a new match may be prepared
 ENDED = (Phase.READY, Phase.FINISHED, Phase.CLOSED, Phase.ABORTED)
+# a finished match older than this at a restart is yesterday's: not brought back
+RESTORE_FINISHED_S = 3600.0
 
 
 class VoiceLike(Protocol):
@@ -71,10 +83,62 @@ class VoiceLike(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class PrepareMatch:
+    """Prepare the next match: the deck (colours or poems, a seed or a new one), a preset,
+    then per-match overrides of `match` and of the voice (config.VOICE_MATCH_KEYS) on top.
+    `replay`: the last match again, deck, order, settings and voice (感想戦); nothing else
+    may be given with it."""
+
     colors: tuple[str, ...] = ()
     poems: tuple[int, ...] = ()
     seed: int | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
+    voice: dict[str, Any] = field(default_factory=dict)
+    preset: str | None = None
+    replay: bool = False
+
+
+VoiceFactory = Callable[[VoiceConfig], VoiceLike]
+
+
+class SpeakersLike(Protocol):
+    """The channel's browser speakers (api.speaker.SpeakerFeed)."""
+
+    def carry_out(self, commands: list[Command], engine: Engine | None,
+                  voice: VoiceLike) -> None: ...
+    def refresh(self, engine: Engine | None, voice: VoiceLike) -> None: ...
+
+
+class Gained:
+    """A voice whose samples are scaled by the channel's volume for the device (the speaker
+    pages apply the volume themselves, to the same clips). Scaled copies are made off the
+    audio thread, when a clip is sent, and the last few are kept."""
+
+    def __init__(self, voice: VoiceLike, volume_db: float) -> None:
+        self.voice = voice
+        self.gain = 10 ** (volume_db / 20)
+        self._scaled: dict[str, np.ndarray] = {}
+
+    def frames(self, clip: Clip) -> int:
+        return self.voice.frames(clip)
+
+    def pcm(self, clip: Clip) -> np.ndarray:
+        x = self.voice.pcm(clip)
+        if self.gain == 1.0:
+            return x
+        hit = self._scaled.get(clip.key)
+        if hit is None or hit.shape != x.shape:
+            hit = (x * np.float32(self.gain)).astype(np.float32)
+            hit.flags.writeable = False
+            if len(self._scaled) >= 8:
+                self._scaled.pop(next(iter(self._scaled)))
+            self._scaled[clip.key] = hit
+        return hit
+
+    def prefetch(self, clips: list[Clip], progress: Any = None) -> Any:
+        return self.voice.prefetch(clips, progress)
+
+    def lacks(self, poems: list[int]) -> list[int]:
+        return self.voice.lacks(poems)
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,10 +277,24 @@ class ChannelRuntime:
         on_publish: Callable[[dict[str, Any]], None] | None = None,
         on_record: Callable[[dict[str, Any]], None] | None = None,
         clock_speed: float = 1.0,
+        voices: VoiceFactory | None = None,
+        speakers: SpeakersLike | None = None,
+        volume_db: float = 0.0,
+        colors: tuple[str, ...] | None = None,
     ) -> None:
+        """`colors`: the channel's deck when a match names none (else match.colors)."""
         self.name = name
+        self.colors = colors
         self.config = config
-        self.voice = voice
+        self.voice = voice  # the current match's voice
+        self.default_voice = voice
+        self.voice_config: VoiceConfig = config.voice
+        self.preset: str | None = None  # the prepared match's preset
+        self.header: dict[str, Any] | None = None  # the journal's first line
+        self._voices = voices
+        self.speakers = speakers
+        self.volume_db = volume_db
+        self._device_voice = Gained(voice, volume_db)
         self.sink = sink
         self.rate = sink.rate
         self.clock: Clock = clock or SinkClock(sink)
@@ -239,7 +317,9 @@ class ChannelRuntime:
         self._broken = False  # the engine could not even be paused: wait for a new match
         self._raising_journal_hold = False
         self._current: asyncio.Future[Any] | None = None
+        self._no_device: str | None = None
         self._prefetch: asyncio.Future[Any] | None = None
+        self._teaching: tuple[Any, dict[str, Any]] | None = None
         self._task: asyncio.Task[None] | None = None
         self.recovered: dict[str, Any] | None = None
         self._publish_state(None)
@@ -277,6 +357,17 @@ class ChannelRuntime:
 
     def state(self) -> dict[str, Any]:
         return self._state
+
+    def no_device(self, reason: str) -> None:
+        """The speakers could not be opened: the channel reads into nothing, and says so."""
+        self._audio_status = "no_device"
+        self._no_device = reason
+        self._publish_state(self._state.get("match"))
+
+    @property
+    def match_clock(self) -> Clock:
+        """The engine's clock: the output's, shifted for a match recovered from its journal."""
+        return self._match_clock
 
     @property
     def running(self) -> bool:
@@ -430,15 +521,38 @@ class ChannelRuntime:
             raise IllegalMove("prepare a new match", f"the match is {self.engine.phase.value}",
                               "abort it first" if self.engine.phase is not Phase.CLOSING
                               else "wait for the closing calls to end")
-        match_cfg: MatchConfig = self.config.match
-        if p.overrides:
-            match_cfg = with_match_overrides(match_cfg, p.overrides)
-        colors = p.colors or (() if p.poems else match_cfg.colors)
-        deck = Deck.build(colors=colors, poems=p.poems, seed=p.seed)
-        check_voice_covers(self.voice, deck)
-        lead = round(self.config.audio.schedule_lead_ms * self.rate / 1000)
-        engine = Engine(match=match_cfg, deck=deck, voice=self.voice, clock=self.clock,
-                        rate=self.rate, schedule_lead=lead)
+        if p.replay:
+            match_cfg, voice_cfg, deck, cards = self._replay_of_last(p)
+        else:
+            match_over: dict[str, Any] = {}
+            voice_over: dict[str, Any] = {}
+            if p.preset is not None:
+                presets = self.config.all_presets()
+                preset = presets.get(p.preset)
+                if preset is None:
+                    raise ConfigError(f"there is no preset {p.preset!r}; presets: "
+                                      f"{', '.join(presets)}")
+                match_over, voice_over = dict(preset.match), dict(preset.voice)
+            match_over = merge_overrides(match_over, p.overrides)
+            voice_over = {**voice_over, **p.voice}
+            match_cfg = self.config.match
+            if self.colors and "colors" not in match_over:
+                # the channel's own deck: validated as the match's default deck (cards fit)
+                match_cfg = with_match_overrides(match_cfg, {"colors": list(self.colors)})
+            if match_over:
+                match_cfg = with_match_overrides(match_cfg, match_over)
+            voice_cfg = with_voice_overrides(self.config.voice, voice_over)
+            colors = p.colors or (() if p.poems else match_cfg.colors)
+            deck = Deck.build(colors=colors, poems=p.poems, seed=p.seed)
+            cards = None
+        voice = self._voice_for(voice_cfg)
+        check_voice_covers(voice, deck)
+        lead_ms = self.config.audio.schedule_lead_ms
+        if self.speakers is not None:  # a page must fetch and decode the first clip
+            lead_ms = max(lead_ms, self.config.server.speakers.lead_ms)
+        lead = round(lead_ms * self.rate / 1000)
+        engine = Engine(match=match_cfg, deck=deck, voice=voice, clock=self.clock,
+                        rate=self.rate, schedule_lead=lead, cards=cards)
         # named by UTC time to the microsecond: the newest match sorts last
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%f")
         path = self.journal_dir / f"{stamp}-seed{deck.seed}.jsonl"
@@ -446,10 +560,14 @@ class ChannelRuntime:
         header = engine.header()
         header["wall"] = datetime.now(UTC).isoformat()
         header["channel"] = self.name
+        # the voice the match reads with, so that a recovered match reads with the same one
+        header["voice"] = voice_cfg.model_dump(mode="json")
+        header["preset"] = self.preset if p.replay else p.preset
         try:
             journal.append(header)
         except JournalError:
-            # no half-made journal may become "the latest match" at the next start
+            # no half-made journal may become "the latest match" at the next start; the
+            # channel is left as it was
             journal.close()
             with contextlib.suppress(OSError):
                 path.unlink(missing_ok=True)
@@ -465,14 +583,51 @@ class ChannelRuntime:
             self.journal.close()
         self.journal, self.journal_path = journal, path
         self._journal_status = "ok"
+        self._use_voice(voice, voice_cfg)
         self._frame_offset = 0
         self._match_clock = self.clock
+        self.header = header
         self.engine = engine
+        if not p.replay:
+            self.preset = p.preset
         self.recovered = None
         self.fault = None
         self._broken = False
         self._start_prefetch(engine)
-        self._publish_state(engine.snapshot().to_dict())
+        if self.speakers is not None:
+            self.speakers.refresh(engine, self.voice)
+        self._publish_state(self._match_view(engine.snapshot()))
+
+    def _replay_of_last(self, p: PrepareMatch
+                        ) -> tuple[MatchConfig, VoiceConfig, Deck, int]:
+        """The last match's settings, voice, deck and order (感想戦)."""
+        if p.colors or p.poems or p.seed is not None or p.overrides or p.voice or p.preset:
+            raise ConfigError("a replay reads the last match as it was: send no deck, seed, "
+                              "preset or overrides with it")
+        if self.engine is None:
+            raise IllegalMove("replay the last match", "no match has been read on this channel",
+                              "prepare and read a match first")
+        e = self.engine
+        return e.match, self.voice_config, e.deck, e.cards_planned
+
+    def _voice_for(self, cfg: VoiceConfig) -> VoiceLike:
+        """The voice for `cfg`: the hall's own for the configured voice, else the factory's
+        (voices are cached by their settings)."""
+        if cfg == self.config.voice or self._voices is None:
+            if cfg != self.config.voice:
+                raise ConfigError("this server cannot change the voice per match")
+            return self.default_voice
+        return self._voices(cfg)
+
+    def _use_voice(self, voice: VoiceLike, cfg: VoiceConfig) -> None:
+        self.voice = voice
+        self.voice_config = cfg
+        self._device_voice = Gained(voice, self.volume_db)
+
+    def set_volume(self, volume_db: float) -> None:
+        """The channel's volume: the device takes it from the next clip sent."""
+        self.volume_db = volume_db
+        self._device_voice = Gained(self.voice, volume_db)
 
     def _start_prefetch(self, engine: Engine) -> None:
         """Render the clips still to come in a worker thread (during the memorisation period)."""
@@ -493,10 +648,13 @@ class ChannelRuntime:
         A torn last line (the crash cut a write short) is dropped, reported, and cut off the
         file before anything is appended. A match that was under way comes back paused by
         yomite's own hold at the place of its last record (the countdown remainder, the cut
-        card and verse, the holds that were up); the operator resumes it. A finished or
-        aborted match comes back as it was. A journal that cannot be appended (a full disk,
-        an immutable file) does not stop the start: the channel comes up flagged, paused by
-        `@journal` if a match was under way.
+        card and verse, the holds that were up); the operator resumes it. A match that is
+        over (closed, aborted, or finished more than an hour ago: yesterday's) is not brought
+        back: the channel starts with no match, and the journal stays in the history. A match
+        finished just before the restart comes back as it was (an extra card or the closing
+        calls may still follow). A journal that cannot be appended (a full disk, an immutable
+        file) does not stop the start: the channel comes up flagged, paused by `@journal` if
+        a match was under way.
         """
         files = sorted(self.journal_dir.glob("*.jsonl")) if self.journal_dir.is_dir() else []
         if not files:
@@ -516,6 +674,32 @@ class ChannelRuntime:
         if torn is not None:
             log.warning("channel %s: dropped a torn last line of %s: %r", self.name, path,
                         torn[:200])
+        age_s = time.time() - path.stat().st_mtime
+        if engine.phase in (Phase.CLOSED, Phase.ABORTED) or (
+                engine.phase is Phase.FINISHED and age_s > RESTORE_FINISHED_S):
+            self.recovered = {"journal": str(path), "records": len(contents.records),
+                              "torn_line_dropped": torn is not None,
+                              "ended": engine.phase.value}
+            self._publish_state(None)
+            log.info("channel %s: the latest match (%s) is over (%s): starting with none",
+                     self.name, path.name, engine.phase.value)
+            return self.recovered
+        voice_cfg = self.config.voice
+        if isinstance(contents.header.get("voice"), dict):
+            try:
+                voice_cfg = VoiceConfig.model_validate(contents.header["voice"])
+            except ValueError as e:
+                log.error("channel %s: the journal's voice is unusable (%s); reading with the "
+                          "configured one", self.name, e)
+        try:
+            voice = self._voice_for(voice_cfg)
+        except (ReaderError, AudioError) as e:
+            log.error("channel %s: cannot make the journal's voice (%s); reading with the "
+                      "configured one", self.name, e)
+            voice_cfg, voice = self.config.voice, self.default_voice
+        self._use_voice(voice, voice_cfg)
+        self.preset = contents.header.get("preset")
+        self.header = contents.header
         engine.use_voice(self.voice)
         # the new output clock starts again near 0: go on in the match's own timeline
         self._frame_offset = round(engine.now_s * self.rate) - round(self.clock.now() * self.rate)
@@ -532,8 +716,10 @@ class ChannelRuntime:
             if engine.phase not in ENDED:
                 self._event(Hold(RECOVERED, "recovered after a restart"))
                 self._start_prefetch(engine)
+                if self.speakers is not None:
+                    self.speakers.refresh(engine, self.voice)
             else:
-                self._publish_state(engine.snapshot().to_dict())
+                self._publish_state(self._match_view(engine.snapshot()))
         except Exception as e:  # the hall starts whatever one channel's match does
             self._on_fault(e, None)
         log.info("channel %s: recovered %s (%d records, phase %s)", self.name, path,
@@ -618,11 +804,17 @@ class ChannelRuntime:
     # ------------------------------------------------------------------ commands
     def _carry_out(self, commands: list[Command]) -> None:
         try:
-            carry_out(commands, self.voice, self.sink, self._record, self._publish_match,
-                      self._frame_offset)
+            carry_out(commands, self._device_voice, self.sink, self._record,
+                      self._publish_match, self._frame_offset)
         finally:
-            if self._journal_status != "ok":
-                self._hold_for_journal()
+            try:
+                # the speaker pages after the device: a stop silences the hall's own output
+                # first
+                if self.speakers is not None:
+                    self.speakers.carry_out(commands, self.engine, self.voice)
+            finally:
+                if self._journal_status != "ok":
+                    self._hold_for_journal()
 
     def _record(self, entry: dict[str, Any]) -> bool:
         self._on_record(entry)
@@ -637,7 +829,22 @@ class ChannelRuntime:
         return True
 
     def _publish_match(self, snap: Snapshot) -> None:
-        self._publish_state(snap.to_dict())
+        self._publish_state(self._match_view(snap))
+
+    def _match_view(self, snap: Snapshot) -> dict[str, Any]:
+        """The snapshot, with the kimariji of the cards read and of those still on the mats
+        (recomputed when a card has been read)."""
+        out = snap.to_dict()
+        if self.engine is not None:
+            read = tuple(c.poem for c in sorted(snap.cards, key=lambda c: c.n)
+                         if c.finished_s is not None)
+            key = (self.engine.deck.poems, read)
+            if self._teaching is None or self._teaching[0] != key:
+                t = teaching(self.engine.deck.poems, read)
+                self._teaching = (key, {"read": [asdict(c) for c in t.read],
+                                        "left": [asdict(c) for c in t.left]})
+            out["kimariji"] = self._teaching[1]
+        return out
 
     def _publish_state(self, match: dict[str, Any] | None) -> None:
         self._seq += 1
@@ -647,8 +854,12 @@ class ChannelRuntime:
             "audio": self._audio_status,
             "journal": self._journal_status,
             "fault": self.fault,
+            "no_device": self._no_device,
             "recovered": self.recovered,
             "match": match,
+            # the prepared match's voice and preset (the console shows and compares them)
+            "voice": {k: getattr(self.voice_config, k) for k in VOICE_MATCH_KEYS},
+            "preset": self.preset,
         }
         self._on_publish(self._state)
 

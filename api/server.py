@@ -3,7 +3,6 @@ operator."""
 
 import logging
 import re
-import socket
 import sys
 from typing import TextIO
 from urllib.parse import unquote_plus
@@ -12,28 +11,16 @@ import uvicorn
 
 from reader.config import Config
 
+from .addresses import Candidate, candidates
 from .app import create_app
 from .guards import uvicorn_options
 from .hall import Hall
+from .startup import bind, lock_journal
 
 
-def lan_addresses() -> list[str]:
-    """This machine's IPv4 addresses other than loopback (from the resolver: no traffic)."""
-    found: list[str] = []
-    try:
-        for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET):
-            addr = str(info[4][0])
-            if not addr.startswith("127.") and addr not in found:
-                found.append(addr)
-    except OSError:
-        pass
-    return found
-
-
-def banner(hall: Hall, host: str, port: int, token: str, generated: bool,
+def banner(hall: Hall, bases: list[Candidate], token: str, generated: bool,
            out: TextIO = sys.stdout) -> None:
-    shown = host if host not in ("0.0.0.0", "::", "") else (lan_addresses() or ["127.0.0.1"])[0]
-    base = f"http://{shown}:{port}"
+    base = bases[0].base
     print(f"\nyomite is serving on {base}", file=out)
     print(f"  operator console: {base}/console#token={token}", file=out)
     if generated:
@@ -44,6 +31,15 @@ def banner(hall: Hall, host: str, port: int, token: str, generated: bool,
         print(f"  channel {name}: audio -> {svc.audio}", file=out)
         print(f"    referees: {join}   (PIN {svc.pin})", file=out)
         print(f"    projector: {base}/display/{name}", file=out)
+    if bases[0].loopback:
+        print("  WARNING: no network address found: phones cannot reach "
+              f"{base}. Connect this machine to the hall's network (then restart), or set "
+              "server.public_url", file=out)
+    if len(bases) > 1:
+        print("  phones may also use (the console can switch its QR code to any of them):",
+              file=out)
+        for c in bases[1:]:
+            print(f"    {c.base}   ({c.source})", file=out)
     first = next(iter(hall.channels.values()))
     try:
         import qrcode
@@ -93,14 +89,21 @@ class RedactSecrets(logging.Filter):
 def serve(config: Config, host: str | None = None, port: int | None = None) -> int:
     h = host or config.server.host
     p = port or config.server.port
+    lock = lock_journal(config.journal_dir, p)
+    sock = bind(h, p)
+    bound = int(sock.getsockname()[1])
 
     def ready(hall: Hall, token: str, generated: bool) -> None:
-        banner(hall, h, p, token, generated)
+        banner(hall, candidates(h, bound, config.server.public_url), token, generated)
 
-    app = create_app(config, on_ready=ready)
-    ucfg = uvicorn.Config(app, host=h, port=p, log_level="info", ws_max_size=65536,
-                          ws="websockets-sansio", **uvicorn_options(config))
+    app = create_app(config, on_ready=ready, listen=(h, bound))
+    ucfg = uvicorn.Config(app, log_level="info", ws_max_size=65536, ws="websockets-sansio",
+                          **uvicorn_options(config))
     for name in ("uvicorn.access", "uvicorn.error", "uvicorn"):
         logging.getLogger(name).addFilter(RedactSecrets())
-    uvicorn.Server(ucfg).run()
+    try:
+        uvicorn.Server(ucfg).run(sockets=[sock])
+    finally:
+        sock.close()
+        lock.close()
     return 0

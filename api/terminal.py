@@ -25,6 +25,7 @@ class TerminalView:
         self._out = out
         self._cards = 0
         self._counting = False
+        self.closed = False  # the output went away (`yomite dry-run | head`): nothing to show
 
     def on_record(self, entry: dict[str, Any]) -> None:
         for f in entry.get("facts", ()):
@@ -38,8 +39,7 @@ class TerminalView:
             return
         self._cards = m["cards_total"]
         if m["countdown_s"] is not None and not m["paused"]:
-            self._out.write(f"\r{'':10}memorise  {m['countdown_s']:4.0f} s left ")
-            self._out.flush()
+            self._write(f"\r{'':10}memorise  {m['countdown_s']:4.0f} s left ")
             self._counting = True
 
     def _describe(self, f: dict[str, Any]) -> str | None:
@@ -79,7 +79,15 @@ class TerminalView:
 
     def _line(self, text: str) -> None:
         if self._counting:
-            self._out.write("\n")
+            self._write("\n")
             self._counting = False
-        self._out.write(text + "\n")
-        self._out.flush()
+        self._write(text + "\n")
+
+    def _write(self, text: str) -> None:
+        if self.closed:
+            return
+        try:
+            self._out.write(text)
+            self._out.flush()
+        except BrokenPipeError:
+            self.closed = True

@@ -71,6 +71,30 @@ def encode(pcm: npt.NDArray[np.floating | np.integer], rate: int, path: Path, fm
     return path
 
 
+def encode_opus(pcm: npt.NDArray[np.floating | np.integer], rate: int,
+                bitrate_kbps: int = 48) -> bytes:
+    """Mono `pcm` as Ogg Opus bytes (for the browser speakers).
+
+    Opus rather than MP3: an Ogg Opus stream states its encoder delay (the header's pre-skip)
+    and its exact length (the last page's granule position), and decoders must honour both, so
+    the decoded clip starts and ends on the same samples as `pcm`: the timing a speaker page
+    schedules stays exact. MP3 has no such rule (its 500-2000 samples of padding are removed
+    only by decoders that read the LAME header). Opus is also made for speech, and Chromium,
+    Firefox and Safari decode it with `decodeAudioData`.
+    """
+    import io
+
+    data = _to_int16(pcm, Path("<opus>"))
+    seg = AudioSegment(data=data.tobytes(), sample_width=2, frame_rate=rate, channels=1)
+    buf = io.BytesIO()
+    try:
+        seg.export(buf, format="ogg", codec="libopus", bitrate=f"{bitrate_kbps}k",
+                   parameters=["-application", "audio"])
+    except (CouldntEncodeError, OSError) as e:
+        raise CodecError(f"cannot encode a clip as Ogg Opus ({_first_line(e)})") from None
+    return buf.getvalue()
+
+
 def read_wav(path: Path) -> tuple[Pcm, int]:
     """A 16-bit PCM WAV (what TTS engines write) as mono float32, with its own rate."""
     try:

@@ -4,6 +4,7 @@ An unknown key, a wrong type or an impossible value raises ConfigError naming th
 dotted path) and what is allowed there. Units are in the names (`_s` seconds, `_ms`).
 """
 
+import difflib
 import ipaddress
 import os
 from enum import StrEnum
@@ -166,6 +167,7 @@ class VoiceConfig(Frozen):
 
 class AudioConfig(Frozen):
     rate: int = Field(48000, ge=8000, le=192000)
+    # `output: null` in YAML is no value at all: read as "null" (no sound), as written
     output: Literal["device", "null"] = "device"
     device: str | int | None = None
     blocksize: int = Field(256, ge=32, le=8192)
@@ -173,11 +175,48 @@ class AudioConfig(Frozen):
     fade_ms: float = Field(2.0, ge=0, le=100)
     schedule_lead_ms: float = Field(30.0, ge=0, le=1000)
 
+    @field_validator("output", mode="before")
+    @classmethod
+    def _null_is_no_sound(cls, v: Any) -> Any:
+        return "null" if v is None else v
+
+
+ChannelOutput = Literal["device", "browser", "both"]
+
 
 class ChannelConfig(Frozen):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,31}$")
     device: str | int | None = None
+    # this channel's deck when a match names none (null: match.colors)
     colors: tuple[str, ...] | None = None
+    # device: the server's sound card; browser: the /speaker pages (the engine then runs on a
+    # wall clock); both: the sound card, and the speaker pages follow its clock
+    output: ChannelOutput = "device"
+    volume_db: float = Field(0.0, ge=-60, le=0)  # the channel's volume (the console changes it)
+
+
+class SpeakersConfig(Frozen):
+    """The browser speakers (/speaker/{channel})."""
+
+    # the first clip after a start or an extra card is sent this far ahead on a channel with
+    # browser speakers, so that a page has fetched and decoded it before it is due
+    lead_ms: float = Field(500.0, ge=0, le=5000)
+    # speaker pages per channel (each costs the server one message per clip)
+    max_per_channel: int = Field(64, ge=1, le=1000)
+    # a clip's Opus bit rate: speech is transparent from ~32 kbit/s
+    bitrate_kbps: int = Field(48, ge=16, le=256)
+
+    @field_validator("colors")
+    @classmethod
+    def _known_colors(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if v is None:
+            return None
+        if not v:
+            raise ValueError("name at least one colour, or leave colors out")
+        try:
+            return tuple(parse_color(c).value for c in v)
+        except BadDeck as e:
+            raise ValueError(str(e)) from None
 
 
 class SecurityConfig(Frozen):
@@ -242,6 +281,7 @@ class ServerConfig(Frozen):
     referees: RefereesConfig = RefereesConfig()
     client_queue: int = Field(64, ge=1, le=10000)
     hold_debounce_ms: float = Field(0.0, ge=0, le=5000)
+    speakers: SpeakersConfig = SpeakersConfig()
 
     @field_validator("channels")
     @classmethod
@@ -255,12 +295,104 @@ class ServerConfig(Frozen):
         return v
 
 
+class DeskConfig(Frozen):
+    """The tournament desk (desk/, /desk): its database and its limits."""
+
+    # An SQLAlchemy URL. The default is an SQLite file under var/ (relative to the directory
+    # the server runs in); e.g. postgresql+psycopg://user:pw@host/yomite for a server of one's
+    # own (with its driver installed).
+    database_url: str = Field("sqlite:///var/desk.sqlite3", min_length=1, max_length=500,
+                              pattern=r"^[A-Za-z][A-Za-z0-9+_.-]*://")
+    rounds: int = Field(6, ge=1, le=20)  # preliminary rounds of a new tournament
+    max_upload_kb: int = Field(1024, ge=1, le=65536)  # a CSV or JSON file sent to the desk
+    long_poll_s: float = Field(25.0, ge=1, le=120)  # a live page's wait for the next change
+
+
+# What a match may change of the voice (the console's voice speed): never the engine, the pack
+# or the cache folder, which are the installation's
+VOICE_MATCH_KEYS: tuple[str, ...] = ("speed", "pitch", "phrase_pause_s")
+
+
+class Preset(Frozen):
+    """A one-tap set of match settings (the console's 大会 / 授業 / 初めて and the organisers'
+    own): `match` takes the keys of `match` (as per-match overrides do), `voice` those of
+    VOICE_MATCH_KEYS. What a preset leaves out comes from the configuration."""
+
+    label: str = Field(min_length=1, max_length=40)
+    label_en: str | None = Field(None, min_length=1, max_length=40)
+    description: str = Field("", max_length=300)
+    description_en: str = Field("", max_length=300)
+    match: dict[str, Any] = Field(default_factory=dict)
+    voice: dict[str, Any] = Field(default_factory=dict)
+
+
+PRESET_ID = r"^[a-z0-9][a-z0-9_-]{0,31}$"
+
+# The built-in presets. 大会 is the Hiroshima tournament's rules (../shared/rules: 30 s to
+# memorise, 17 cards, each verse once, the national pace); 授業 and 初めて are for classes.
+BUILTIN_PRESETS: dict[str, Preset] = {
+    "tournament": Preset(
+        label="大会", label_en="Tournament",
+        description="広島大会の規定: 暗記 30 秒、17 枚、下の句 1 回、ふつうの速さ",
+        description_en="The Hiroshima rules: 30 s to memorise, 17 cards, lower verse once, "
+                       "the national pace",
+        match={"memorise_s": 30, "cards": 17, "lower_verse_times": 1,
+               "gaps": {"after_call_s": 1.0, "between_verses_s": 1.0, "between_cards_s": 1.5,
+                        "repeat_s": 1.0}},
+        voice={"speed": 1.0, "phrase_pause_s": 0.15}),
+    "classroom": Preset(
+        label="授業", label_en="Class",
+        description="下の句を 2 回、暗記 60 秒、少しゆっくり",
+        description_en="Lower verse twice, 60 s to memorise, a slower voice",
+        match={"memorise_s": 60, "lower_verse_times": 2},
+        voice={"speed": 0.85}),
+    "beginner": Preset(
+        label="初めて", label_en="First time",
+        description="下の句を 2 回、暗記 90 秒、もっとゆっくり、間を長く",
+        description_en="Lower verse twice, 90 s to memorise, slower still, longer gaps",
+        match={"memorise_s": 90, "lower_verse_times": 2,
+               "gaps": {"between_verses_s": 2.0, "between_cards_s": 3.0, "repeat_s": 1.5}},
+        voice={"speed": 0.7, "phrase_pause_s": 0.3}),
+}
+
+
 class Config(Frozen):
     match: MatchConfig = MatchConfig()
     voice: VoiceConfig = VoiceConfig()
     audio: AudioConfig = AudioConfig()
     server: ServerConfig = ServerConfig()
+    desk: DeskConfig = DeskConfig()
     journal_dir: Path = Path("var/journal")
+    # organisers' presets, beside (or instead of, with the same id) the built-in ones
+    presets: dict[str, Preset] = Field(default_factory=dict, max_length=32)
+
+    @field_validator("presets")
+    @classmethod
+    def _preset_ids(cls, v: dict[str, Preset]) -> dict[str, Preset]:
+        import re
+
+        for k in v:
+            if not re.fullmatch(PRESET_ID, k):
+                raise ValueError(f"preset id {k!r}: use lower-case letters, digits, - and _ "
+                                 "(at most 32)")
+        return v
+
+    @model_validator(mode="after")
+    def _presets_apply(self) -> Self:
+        for pid, p in self.presets.items():
+            try:
+                with_match_overrides(self.match, p.match)
+            except ConfigError as e:
+                raise ValueError(str(e).replace("overrides: ", f"presets.{pid}.match.")) from None
+            try:
+                with_voice_overrides(self.voice, p.voice)
+            except ConfigError as e:
+                raise ValueError(str(e).replace("overrides: ", f"presets.{pid}.")) from None
+        return self
+
+    def all_presets(self) -> dict[str, Preset]:
+        """The built-in presets, then the organisers' (the same id replaces a built-in)."""
+        return {**BUILTIN_PRESETS, **self.presets}
 
 
 def _allowed_keys(model: type[BaseModel], loc: tuple[str | int, ...]) -> list[str] | None:
@@ -290,15 +422,20 @@ def explain(err: ValidationError, source: str, root: type[BaseModel] = Config) -
     for e in err.errors():
         loc = tuple(e["loc"])
         key = ".".join(str(p) for p in loc) or "(top level)"
-        if e["type"] == "extra_forbidden":
+        if not loc:  # a check of the whole file: its message names the keys itself
+            lines.append(f"{source}: {str(e['msg']).removeprefix('Value error, ')}")
+        elif e["type"] == "extra_forbidden":
             allowed = _allowed_keys(root, loc[:-1])
-            hint = f"; allowed keys here: {', '.join(allowed)}" if allowed else ""
+            near = difflib.get_close_matches(str(loc[-1]), allowed or [], n=1, cutoff=0.6)
+            hint = f"; did you mean {near[0]}?" if near else ""
+            hint += f"; allowed keys here: {', '.join(allowed)}" if allowed else ""
             lines.append(f"{source}: {key}: unknown key{hint}")
         else:
             msg = str(e["msg"]).removeprefix("Value error, ")
-            got = repr(e.get("input"))
-            got = got if len(got) <= 80 else got[:77] + "..."
-            lines.append(f"{source}: {key}: {msg} (got {got})")
+            got = e.get("input")
+            said = "nothing (the key is empty or null)" if got is None else repr(got)
+            said = said if len(said) <= 80 else said[:77] + "..."
+            lines.append(f"{source}: {key}: {msg} (got {said})")
     return ConfigError("\n".join(lines))
 
 
@@ -390,6 +527,28 @@ def with_match_overrides(match: MatchConfig, overrides: dict[str, Any]) -> Match
         return MatchConfig.model_validate(merged)
     except ValidationError as e:
         raise explain(e, "overrides", MatchConfig) from None
+
+
+def with_voice_overrides(voice: VoiceConfig, overrides: dict[str, Any]) -> VoiceConfig:
+    """A match's voice: the configured one with per-match `overrides` (VOICE_MATCH_KEYS)."""
+    for k in overrides:
+        if k not in VOICE_MATCH_KEYS:
+            raise ConfigError(f"overrides: voice.{k}: cannot be changed per match; allowed keys "
+                              f"here: {', '.join(VOICE_MATCH_KEYS)}")
+    merged = {**voice.model_dump(mode="json"), **overrides}
+    try:
+        return _VoiceOnly.model_validate({"voice": merged}).voice
+    except ValidationError as e:
+        raise explain(e, "overrides", _VoiceOnly) from None
+
+
+class _VoiceOnly(Frozen):
+    voice: VoiceConfig
+
+
+def merge_overrides(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`over` on top of `base`, nested mappings merged key by key (a preset, then the form)."""
+    return _deep_merge(base, over)
 
 
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

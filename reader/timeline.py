@@ -11,10 +11,12 @@ def build_timeline(records: Iterable[dict[str, Any]], rate: int) -> list[dict[st
 
     kind is one of call, memorise, prelude, verse, gap (the programme) or hold, lead_in (a
     referee's stop). A segment cut by a hold ends at the cut and has `"cut": true`; what is read
-    after the resume is a new entry.
+    after the resume is a new entry. A hold entry has `held_by`: the names (or ids) of every
+    hand raised while it lasted, in order.
     """
     out: list[dict[str, Any]] = []
     open_: dict[str, Any] | None = None
+    up: dict[str, str] = {}  # hands up: referee -> name
 
     def close(frame: int, **extra: Any) -> None:
         nonlocal open_
@@ -41,15 +43,23 @@ def build_timeline(records: Iterable[dict[str, Any]], rate: int) -> list[dict[st
                 if f.get("offset"):
                     fields["from_s"] = f["offset"] / rate
                 begin(str(f["kind"]), frame, **fields)
+            elif fact == "hold":
+                up[str(f["referee"])] = str(f.get("name") or f["referee"])
+                if open_ is not None and open_["kind"] == "hold":
+                    open_["held_by"] = list(dict.fromkeys([*open_["held_by"], *up.values()]))
+            elif fact == "release":
+                up.pop(str(f["referee"]), None)
+            elif fact == "clear_holds":
+                up.clear()
             elif fact == "cut":
                 close(frame, cut=True)
-                begin("hold", frame)
+                begin("hold", frame, held_by=list(up.values()))
             elif fact == "lead_in":
                 close(frame)
                 begin("lead_in", frame)
             elif fact == "lead_in_cut":
                 close(frame, cut=True)
-                begin("hold", frame)
+                begin("hold", frame, held_by=list(up.values()))
             elif fact in ("finished", "closed", "bowed", "aborted"):
                 close(frame)
     return out

@@ -26,8 +26,10 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, tmp: Path, config: dict[str, Any], token: str) -> None:
+    def __init__(self, tmp: Path, config: dict[str, Any], token: str,
+                 host: str = "127.0.0.1") -> None:
         self.tmp = tmp
+        self.host = host
         self.port = free_port()
         self.token = token
         self.base = f"http://127.0.0.1:{self.port}"
@@ -46,7 +48,7 @@ class Server:
         sends its output through a pipe (copied to the log by a thread), so that a limit on
         the files the server may write does not apply to its log."""
         args = [str(YOMITE), "--config", str(self.config_path), "serve", "--host",
-                "127.0.0.1", "--port", str(self.port)]
+                self.host, "--port", str(self.port)]
         with open(self.log_path, "ab") as log:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(
                 args, stdout=subprocess.PIPE if piped else log, stderr=subprocess.STDOUT,

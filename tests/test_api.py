@@ -11,7 +11,7 @@ OP = {"Authorization": f"Bearer {TOKEN}"}
 
 
 def make_config(**match):
-    m = {"memorise_s": 1, "cards": 3, **match}
+    m = {"memorise_s": 1, "cards": 3, "gaps": {"after_bow_s": 0.2}, **match}
     return parse_config({
         "match": m,
         "voice": {"engine": "estimate"},
@@ -80,7 +80,8 @@ def test_a_whole_match_lifecycle(client):
     assert [r["event"]["type"] for r in log["records"]][:1] == ["start"]
     csv = client.get("/api/channels/main/match/log?format=csv", headers=OP)
     assert csv.headers["content-type"].startswith("text/csv")
-    assert csv.text.splitlines()[0] == "kind,label,card,poem,verse,start_s,end_s,cut,clip"
+    assert csv.text.splitlines()[0] == ("kind,label,card,poem,verse,start_s,end_s,cut,held_by,"
+                                        "clip")
     # the next match can be prepared after an abort
     r = client.post("/api/channels/main/match", json={"poems": [1, 2, 3], "seed": 1}, headers=OP)
     assert r.status_code == 200 and r.json()["match"]["phase"] == "ready"
@@ -334,3 +335,183 @@ def test_a_version_1_journal_is_not_recovered_and_says_why(tmp_path, monkeypatch
         assert st["recovered"]["journal"].endswith("seed1.jsonl")
         r = c.post("/api/channels/main/match", json={"seed": 2}, headers=OP)
         assert r.status_code == 200 and r.json()["match"]["phase"] == "ready"
+
+
+def test_a_channels_own_colours_are_its_default_deck(tmp_path, monkeypatch):
+    """Item 6: `server.channels[].colors` is the channel's deck when a match names none (a
+    pink channel read blue before); the match's cards are checked against that deck."""
+    from reader.poems import poem
+
+    monkeypatch.chdir(tmp_path)
+    cfg = parse_config({
+        "match": {"memorise_s": 1, "cards": 3}, "voice": {"engine": "estimate"},
+        "audio": {"output": "null"},
+        "server": {"channels": [{"name": "main"}, {"name": "pink", "colors": ["桃"]},
+                                {"name": "two", "colors": ["yellow", "緑"]}]},
+    })
+    with TestClient(create_app(cfg, operator_token=TOKEN)) as c:
+        m = c.post("/api/channels/pink/match", json={"seed": 4}, headers=OP).json()["match"]
+        assert m["colors"] == ["pink"]
+        log = c.get("/api/channels/pink/match/log", headers=OP).json()
+        assert {poem(n).color.value for n in log["header"]["deck"]["order"]} == {"pink"}
+        m = c.post("/api/channels/two/match", json={"overrides": {"cards": 30}},
+                   headers=OP).json()["match"]
+        assert m["colors"] == ["yellow", "green"] and m["cards_planned"] == 30
+        m = c.post("/api/channels/main/match", json={}, headers=OP).json()["match"]
+        assert m["colors"] == ["blue"]
+        # colours named by the match win over the channel's
+        m = c.post("/api/channels/pink/match", json={"colors": ["orange"]},
+                   headers=OP).json()["match"]
+        assert m["colors"] == ["orange"]
+    from reader.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"server\.channels\.0\.colors: unknown colour"):
+        parse_config({"server": {"channels": [{"name": "x", "colors": ["purple"]}]}})
+
+
+@pytest.mark.parametrize("ending", ["abort", "close", "old finish", "fresh finish"])
+def test_after_a_restart_a_match_that_is_over_is_not_shown(tmp_path, monkeypatch, ending):
+    """Item 9: yesterday's aborted (or closed, or long finished) match is not what the
+    projector shows the next morning: the channel starts with no match; a match finished just
+    before the restart comes back (its extra card or closing calls may still follow)."""
+    import os
+    import time
+
+    from reader.events import Abort, Close, Start
+    from reader.journal import JournalWriter
+
+    from .fakes import make_run, short_match
+
+    monkeypatch.chdir(tmp_path)
+    run = make_run(short_match(cards=1))
+    run.send(Start())
+    if ending == "abort":
+        run.at(48000, Abort("fire drill"))
+    else:
+        run.run_until()
+        if ending == "close":
+            run.send(Close())
+            run.run_until()
+    path = tmp_path / "var" / "journal" / "main" / "20260101T090000.000000-seed7.jsonl"
+    w = JournalWriter(path)
+    w.append(run.engine.header())
+    for r in run.records:
+        w.append(r)
+    w.close()
+    if ending == "old finish":
+        yesterday = time.time() - 20 * 3600
+        os.utime(path, (yesterday, yesterday))
+    with TestClient(create_app(make_config(), operator_token=TOKEN)) as c:
+        st = c.get("/api/channels/main").json()
+        if ending == "fresh finish":
+            assert st["match"]["phase"] == "finished" and not st["match"]["paused"]
+            assert c.post("/api/channels/main/match/close", headers=OP).status_code == 200
+        else:
+            assert st["match"] is None
+            assert st["recovered"]["ended"] == {"abort": "aborted", "close": "closed",
+                                                "old finish": "finished"}[ending]
+            assert st["recovered"]["journal"].endswith("seed7.jsonl")
+
+
+def test_the_history_lists_every_match_and_reads_each_log(tmp_path, monkeypatch):
+    """Item 15: past matches per channel (newest first, with the wall-clock start), each one's
+    log and CSV, whose hold rows say who held; a journal of an earlier version is listed and
+    readable too."""
+    import csv
+    import io
+    import json
+    from datetime import datetime
+
+    from reader.events import Hold, Release, Start
+    from reader.journal import JournalWriter
+
+    from .fakes import RATE, make_run, short_match
+
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "var" / "journal" / "main"
+
+    def journal(name, version=2, who=("mat 1",)):
+        run = make_run(short_match(cards=1), seed=int(name[-1]))
+        run.send(Start())
+        for i, n in enumerate(who):
+            run.at(RATE * (2 + i), Hold(f"r{i}", n))
+        for i in range(len(who)):
+            run.at(RATE * (5 + i), Release(f"r{i}"))
+        run.run_until()
+        w = JournalWriter(folder / f"{name}.jsonl")
+        w.append({**run.engine.header(), "version": version, "wall": "2026-11-30T09:00:00+00:00"})
+        for r in run.records:
+            w.append(r)
+        w.close()
+
+    journal("20261130T090000.000000-seed1", version=1)
+    journal("20261130T100000.000000-seed2", who=("mat 1", "mat 2"))
+    with TestClient(create_app(make_config(), operator_token=TOKEN)) as c:
+        assert c.get("/api/channels/main/matches").status_code == 401
+        c.post("/api/channels/main/match", json={"seed": 3}, headers=OP)
+        rows = c.get("/api/channels/main/matches", headers=OP).json()
+        assert [r["seed"] for r in rows] == [3, 2, 1]
+        assert rows[0]["current"] and rows[0]["phase"] == "ready"
+        assert rows[1]["phase"] == "finished" and rows[1]["cards_read"] == 1
+        assert rows[2]["version"] == 1
+        start = datetime.fromisoformat(rows[1]["started_at"])
+        assert start == datetime.fromisoformat("2026-11-30T09:00:00+00:00")  # started at once
+        log = c.get(f"/api/channels/main/matches/{rows[1]['id']}/log", headers=OP).json()
+        holds = [e for e in log["timeline"] if e["kind"] == "hold"]
+        assert [h["held_by"] for h in holds] == [["mat 1", "mat 2"]]
+        text = c.get(f"/api/channels/main/matches/{rows[1]['id']}/log?format=csv",
+                     headers=OP).text
+        held = [r for r in csv.DictReader(io.StringIO(text)) if r["kind"] == "hold"]
+        assert [r["held_by"] for r in held] == ["mat 1; mat 2"]
+        old = c.get(f"/api/channels/main/matches/{rows[2]['id']}/log", headers=OP)
+        assert old.status_code == 200 and old.json()["header"]["version"] == 1
+        r = c.get("/api/channels/main/matches/nope/log", headers=OP)
+        assert r.status_code == 422
+        r = c.get("/api/channels/main/matches/20990101T000000.000000-seed9/log", headers=OP)
+        assert r.status_code == 404 and r.json()["error"] == "no_match"
+        assert json.loads(json.dumps(rows))  # plain JSON
+
+
+def test_the_openapi_is_typed_and_the_websocket_protocol_documented(client):
+    """Item 17: responses are models (the channel state, the log, errors), the bearer scheme
+    is declared, the docs' assets are served here, and every message of a real WebSocket
+    session, both ways, fits the documented protocol."""
+    from api.protocol import CLIENT, SERVER
+
+    spec = client.get("/openapi.json").json()
+    assert spec["components"]["securitySchemes"]["token"]["scheme"] == "bearer"
+    state = spec["paths"]["/api/channels/{ch}"]["get"]["responses"]
+    assert state["200"]["content"]["application/json"]["schema"]["$ref"].endswith(
+        "/ChannelState")
+    start = spec["paths"]["/api/channels/{ch}/match/start"]["post"]
+    assert start["description"] and {"401", "409"} <= set(start["responses"])
+    assert start["responses"]["409"]["content"]["application/json"]["schema"]["$ref"].endswith(
+        "/ErrorBody")
+    log = spec["paths"]["/api/channels/{ch}/match/log"]["get"]["responses"]["200"]["content"]
+    assert log["application/json"]["schema"]["$ref"].endswith("/MatchLog") and "text/csv" in log
+    phase = spec["components"]["schemas"]["MatchState"]["properties"]["phase"]
+    assert "closing" in phase["description"]
+    docs = client.get("/docs").text
+    assert "cdn" not in docs.lower() and "/static-offline-docs/swagger-ui-bundle.js" in docs
+    js = client.get("/static-offline-docs/swagger-ui-bundle.js")
+    assert js.status_code == 200 and len(js.content) > 100_000
+    assert client.get("/redoc").status_code == 404  # its bundle fetches from a CDN
+    proto = client.get("/api/ws-protocol.json").json()
+    assert {"server_to_client", "client_to_server"} <= set(proto)
+
+    client.post("/api/channels/main/match", json={"seed": 9}, headers=OP)
+    _me, ref = join(client)
+    token = ref["Authorization"].split()[1]
+    sent = [{"type": "ping"}, {"type": "hold"}, {"type": "release"}]
+    for m in sent:
+        CLIENT.validate_python(m)
+    got = []
+    with client.websocket_connect(f"/ws/channels/main?token={token}") as ws:
+        got += [ws.receive_json(), ws.receive_json()]
+        for m in sent:
+            ws.send_json(m)
+        ws.send_json({"type": "dance"})
+        while not any(g["type"] == "error" for g in got):
+            got.append(ws.receive_json())
+    kinds = [SERVER.validate_python(g).type for g in got]
+    assert kinds[:2] == ["hello", "state"] and {"pong", "error"} <= set(kinds)

@@ -31,7 +31,8 @@ def test_killing_the_sound_server_pauses_and_resume_brings_it_back(tmp_path, mon
         for k, v in pulse.env.items():
             monkeypatch.setenv(k, v)  # the server process talks to the private PulseAudio
         server = Server(tmp_path, {
-            "match": {"memorise_s": 1, "cards": 3, "prelude": {"enabled": False}},
+            "match": {"memorise_s": 1, "cards": 3, "prelude": {"enabled": False},
+                      "gaps": {"after_bow_s": 0.2}},
             "voice": {"engine": "estimate"},
             "audio": {"output": "device", "device": "pulse"},
         }, TOKEN).start()

@@ -23,7 +23,8 @@ from .audio_capture import OwnNullSink, Recorder, dropouts
 YOMITE = str(Path(sys.executable).parent / "yomite")
 CACHE = "/tmp/yomite-test-cache"
 MATCH = {"cards": 2, "memorise_s": 1, "prelude": {"enabled": True},
-         "gaps": {"after_call_s": 0.4, "between_verses_s": 0.5, "between_cards_s": 0.6}}
+         "gaps": {"after_bow_s": 0.3, "after_call_s": 0.4, "between_verses_s": 0.5,
+                  "between_cards_s": 0.6, "before_move_s": 0.3}}
 
 
 def write_config(tmp: Path, **extra) -> Path:
@@ -159,3 +160,28 @@ def test_voices_list_and_devices(tmp_path):
     if os.environ.get("PULSE_SERVER"):
         assert dev.returncode == 0 and "pulse" in dev.stdout, dev.stdout + dev.stderr
 
+
+
+def test_config_is_accepted_before_or_after_any_command(tmp_path):
+    """Item 3: `yomite --config F`, `yomite serve --config F` and `yomite dry-run --config F`
+    all read F (a missing F names it: the option was taken, not refused as unknown)."""
+    missing = str(tmp_path / "hall.yaml")
+    for argv in (["--config", missing], ["serve", "--config", missing],
+                 ["dry-run", "--config", missing]):
+        out = subprocess.run([YOMITE, *argv], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2, (argv, out.stderr)
+        assert f"{missing}: no such config file" in out.stderr, (argv, out.stderr)
+    helped = subprocess.run([YOMITE, "serve", "--help"], capture_output=True, text=True,
+                            timeout=60)
+    assert "interface to listen on" in helped.stdout and "port to listen on" in helped.stdout
+
+
+def test_dry_run_ends_when_its_output_pipe_closes(tmp_path):
+    """Item 12: `yomite dry-run | head` ends when head has its lines, quietly."""
+    cfg = write_config(tmp_path)
+    p = subprocess.Popen(f"{YOMITE} --config {cfg} dry-run --speed 20 --seed 3 | head -n 3",
+                         shell=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         cwd=tmp_path)
+    out, err = p.communicate(timeout=60)
+    assert len(out.splitlines()) == 3
+    assert "Traceback" not in err and "BrokenPipe" not in err, err

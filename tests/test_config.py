@@ -19,15 +19,21 @@ def test_shipped_config_yaml_loads_and_equals_the_defaults():
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ({"match": {"cardz": 3}}, r"match\.cardz: unknown key; allowed keys here: colors, cards"),
-        ({"mtach": {}}, r"mtach: unknown key; allowed keys here: match, voice, audio"),
+        ({"match": {"cardz": 3}},
+         r"match\.cardz: unknown key; did you mean cards\?; allowed keys here: colors, cards"),
+        ({"match": {"memorize_s": 3}},
+         r"match\.memorize_s: unknown key; did you mean memorise_s\?"),
+        ({"match": {"cards": None}},
+         r"match\.cards: .* \(got nothing \(the key is empty or null\)\)"),
+        ({"mtach": {}}, r"mtach: unknown key; did you mean match\?; allowed keys here: match, "
+         r"voice, audio"),
         ({"match": {"cards": 0}}, r"match\.cards: Input should be greater than or equal to 1"),
         ({"match": {"cards": "many"}}, r"match\.cards: Input should be a valid integer"),
         ({"match": {"gaps": {"between_cards_s": -1}}},
          r"match\.gaps\.between_cards_s: Input should be greater than or equal to 0"),
         ({"match": {"gaps": {"betwen_cards_s": 1}}},
-         r"match\.gaps\.betwen_cards_s: unknown key; allowed keys here: after_bow_s, "
-         r"after_call_s"),
+         r"match\.gaps\.betwen_cards_s: unknown key; did you mean between_cards_s\?; allowed "
+         r"keys here: after_bow_s, after_call_s"),
         ({"match": {"bow_call": {"text": "よろしくお願いします"}}},
          r"match\.bow_call\.yomi: Field required"),
         ({"match": {"move_call": {"enabled": "maybe"}}},
@@ -46,7 +52,8 @@ def test_shipped_config_yaml_loads_and_equals_the_defaults():
          r"server\.channels: .*repeated: a"),
         ({"server": {"channels": [{"name": "A B"}]}}, r"server\.channels\.0\.name"),
         ({"server": {"channels": [{"name": "x", "devise": 1}]}},
-         r"server\.channels\.0\.devise: unknown key; allowed keys here: name, device"),
+         r"server\.channels\.0\.devise: unknown key; did you mean device\?; allowed keys "
+         r"here: name, device"),
         ([1, 2], r"the top level must be a mapping"),
     ],
 )
@@ -81,6 +88,40 @@ def test_match_overrides_merge_and_validate():
         with_match_overrides(Config().match, {"gaps": {"between_cards_s": -2}})
 
 
+def test_presets_and_channel_outputs():
+    cfg = load_config(ROOT / "config.yaml")
+    assert list(cfg.all_presets()) == ["tournament", "classroom", "beginner"]
+    assert cfg.server.channels[0].output == "device" and cfg.server.speakers.lead_ms == 500
+    own = parse_config({"presets": {"classroom": {"label": "授業 (短縮)",
+                                                  "match": {"memorise_s": 20}},
+                                    "drill": {"label": "練習", "voice": {"speed": 0.9}}}})
+    ps = own.all_presets()
+    assert list(ps) == ["tournament", "classroom", "beginner", "drill"]
+    assert ps["classroom"].match == {"memorise_s": 20} and ps["drill"].voice == {"speed": 0.9}
+    with pytest.raises(ConfigError, match=r"server\.channels\.0\.output: Input should be "
+                                          r"'device', 'browser' or 'both'"):
+        parse_config({"server": {"channels": [{"name": "a", "output": "speakers"}]}})
+    with pytest.raises(ConfigError, match=r"presets\.x\.match\.gaps\.repeat_s: Input should be"):
+        parse_config({"presets": {"x": {"label": "X", "match": {"gaps": {"repeat_s": -1}}}}})
+    with pytest.raises(ConfigError, match=r"presets\.x\.voice\.engine: cannot be changed"):
+        parse_config({"presets": {"x": {"label": "X", "voice": {"engine": "pack"}}}})
+
+
+def test_builtin_presets_follow_the_rules_and_slow_down_for_classes():
+    from reader.config import BUILTIN_PRESETS, with_match_overrides, with_voice_overrides
+
+    base = Config()
+    t = with_match_overrides(base.match, BUILTIN_PRESETS["tournament"].match)
+    assert (t.memorise_s, t.cards, t.lower_verse_times) == (30, 17, 1)  # rules 5, 16, 7
+    c = with_match_overrides(base.match, BUILTIN_PRESETS["classroom"].match)
+    b = with_match_overrides(base.match, BUILTIN_PRESETS["beginner"].match)
+    assert c.lower_verse_times == b.lower_verse_times == 2 and c.memorise_s == 60
+    assert b.gaps.between_cards_s > c.gaps.between_cards_s
+    speeds = [with_voice_overrides(base.voice, BUILTIN_PRESETS[k].voice).speed
+              for k in ("tournament", "classroom", "beginner")]
+    assert speeds == sorted(speeds, reverse=True) and speeds[0] == 1.0
+
+
 def test_a_call_switched_off_keeps_its_words_and_a_new_text_needs_its_reading():
     move = {"text": "次の試合場へ", "yomi": "つぎのしあいじょうへ"}
     cfg = parse_config({"match": {"bow_call": {"enabled": False}, "move_call": move}})
@@ -90,3 +131,14 @@ def test_a_call_switched_off_keeps_its_words_and_a_new_text_needs_its_reading():
     assert m.end_call.enabled and m.extra_call.text == "もう一枚読みます"
     over = with_match_overrides(m, {"end_call": {"enabled": False}})
     assert not over.end_call.enabled and over.end_call.text == "ありがとうございました"
+
+
+def test_audio_output_null_as_yaml_writes_it(tmp_path):
+    """`output: null` is YAML's null (None): it means no sound, as README and config.yaml say."""
+    p = tmp_path / "c.yaml"
+    p.write_text("audio:\n  output: null\n", "utf-8")
+    assert load_config(p).audio.output == "null"
+    p.write_text("audio:\n  output: \"null\"\n", "utf-8")
+    assert load_config(p).audio.output == "null"
+    with pytest.raises(ConfigError, match=r"audio\.output: Input should be 'device' or 'null'"):
+        parse_config({"audio": {"output": "speakers"}})

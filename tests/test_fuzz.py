@@ -38,6 +38,9 @@ def focused_spec():
     """The app's own schema, with the channel and referee path parameters drawn from names
     that exist, so the cases reach the handlers instead of 404s."""
     spec = create_app(parse_config(CONFIG)).openapi()
+    # the desk's routes are fuzzed with a tournament to reach (tests/test_desk_fuzz.py)
+    spec["paths"] = {k: v for k, v in spec["paths"].items()
+                     if not k.startswith("/api/tournaments")}
     for item in spec["paths"].values():
         for op in item.values():
             for p in op.get("parameters", []):

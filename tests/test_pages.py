@@ -4,14 +4,17 @@ PulseAudio null sink of the audio harness (`make test` starts it).
 The operator's console starts a match; a referee's phone joins with the PIN and presses 止める
 during a card; the recorded monitor goes silent; the console shows the referee's hand; lowering
 it resumes the reading (and the sound); the projector never shows a poem before its card's
-lower verse has been read. The screenshots in docs/screenshots/ (shown by the README) are taken
-here, at phone (360x740) and desktop (1280x800) sizes.
+lower verse has been read. Screenshots are taken here, at phone (360x740) and desktop
+(1280x800) sizes, into a scratch folder ($YOMITE_SCREENSHOTS, default
+/tmp/yomite-screenshots): `make screenshots` points it at docs/screenshots, which the README
+shows, so that `make test` never rewrites tracked files.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -32,7 +35,11 @@ TOKEN = "pages-test-operator-token-0123456789"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run"]
-SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+def shots_dir(env: Any = os.environ) -> Path:
+    return Path(env.get("YOMITE_SCREENSHOTS") or "/tmp/yomite-screenshots")
+
+
+SHOTS = shots_dir()
 PHONE = {"width": 360, "height": 740}
 DESKTOP = {"width": 1280, "height": 800}
 # rendered voices are kept between runs (a fixed seed reads the same poems every time)
@@ -40,6 +47,7 @@ CACHE = Path(os.environ.get("YOMITE_TEST_CACHE", "/tmp/yomite-test-cache"))
 SEED = 7
 LEAD_IN_S = 0.5
 HELD_S = 1.5  # the hand stays up at least this long
+PUBLIC_URL = "https://yomite-hall.test"
 
 
 def _require_environment() -> None:
@@ -91,7 +99,9 @@ def server(tmp_path_factory: pytest.TempPathFactory, sink: str) -> Iterator[Serv
                       "resume": {"lead_in_s": LEAD_IN_S}},
             "voice": {"engine": "openjtalk", "cache_dir": str(CACHE)},
             "audio": {"device": os.environ["YOMITE_TEST_DEVICE"]},
-        }, TOKEN).start()
+            # a hall behind a reverse proxy: the console offers it first, then the LAN
+            "server": {"public_url": PUBLIC_URL},
+        }, TOKEN, host="0.0.0.0").start()
     try:
         yield s
     finally:
@@ -189,6 +199,47 @@ def wait_for(server: Server, what: str, ok: Callable[[dict[str, Any]], bool],
     raise AssertionError(f"no {what} within {timeout_s} s; last state: {s}")
 
 
+def zw(text: str) -> re.Pattern[str]:
+    """`text` as the page shows it: Japanese strings carry U+200B at phrase boundaries, and a
+    no-break space where a line must not break (PIN を)."""
+    chars = ("[ \u00a0]" if c == " " else re.escape(c) for c in text)
+    return re.compile("^" + "\u200b?".join(chars) + "$")
+
+
+# the characters after which a line may end: a space, U+200B, or closing punctuation
+BREAKS_AFTER = " \u200b、。）」・:"
+LINE_BREAKS = """(el) => {
+  const out = [];
+  let prevTop = null, prev = "";
+  const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    for (let i = 0; i < node.length; i++) {
+      const r = document.createRange();
+      r.setStart(node, i);
+      r.setEnd(node, i + 1);
+      const rect = [...r.getClientRects()].find((x) => x.width > 0);
+      const ch = node.data[i];
+      if (rect) {
+        const top = Math.round(rect.top);
+        if (prevTop !== null && top > prevTop + 2) out.push(prev + "|" + ch);
+        prevTop = top;
+      }
+      prev = ch;
+    }
+  }
+  return out;
+}"""
+
+
+def assert_phrase_breaks(page: Page, selector: str) -> list[str]:
+    """Every line break inside `selector` falls after a space, a U+200B or punctuation:
+    never inside a word (挙げられ／ます)."""
+    breaks: list[str] = page.locator(selector).evaluate(LINE_BREAKS)
+    bad = [b for b in breaks if b.split("|")[0] not in BREAKS_AFTER]
+    assert not bad, f"{selector} wraps inside a word at {bad}"
+    return breaks
+
+
 def log_timeline(server: Server) -> list[dict[str, Any]]:
     r = httpx2.get(f"{server.base}/api/channels/main/match/log", headers=server.op, timeout=5)
     assert r.status_code == 200, r.text
@@ -220,8 +271,11 @@ def test_referee_joins_with_the_pin_keeps_its_identity_and_language(
     ref.fill("#name", "mat 1")
     ref.click("#join-button")
     toast = ref.locator(".toast").last
-    expect(toast).to_contain_text("that PIN is not this channel's")  # the API's own detail
+    # item 8: in the page's language (the API's English detail only on the English page)
+    expect(toast.locator("strong")).to_have_text(
+        zw("PIN が違います。運営の画面の PIN を確かめてください"))
     expect(toast).to_contain_text("wrong_pin")
+    expect(toast).not_to_contain_text("that PIN is not this channel's")
     ref.fill("#pin", pin)
     shot(ref, "referee-join-phone", phone=True)
     join(ref, "mat 1")
@@ -252,6 +306,44 @@ def test_referee_joins_with_the_pin_keeps_its_identity_and_language(
     assert [r["id"] for r in refs] == [me] and refs[0]["connected"]
 
 
+# ---------------------------------------------------------------------- joining from a phone
+def test_console_offers_every_address_and_a_phone_joins_at_the_lan_one(
+        server: Server, pages: Pages) -> None:
+    """Item 1: the console's QR code and link are for server.public_url first; the operator
+    can switch them to the machine's LAN address (the choice is kept), and a phone opening
+    that link joins."""
+    from api.addresses import default_route_address
+
+    lan = f"http://{default_route_address()}:{server.port}"
+    console = pages.open(f"/console#token={TOKEN}", phone=False)
+    expect(console.locator("#base-pick")).to_be_visible()
+    options = console.locator("#join-base option")
+    expect(options).to_have_count(2)
+    assert options.nth(0).get_attribute("value") == PUBLIC_URL
+    assert options.nth(1).get_attribute("value") == lan
+    expect(console.locator("#join-url")).to_have_text(re.compile(f"^{re.escape(PUBLIC_URL)}/"))
+    expect(console.locator("#qr")).to_have_attribute("data-url", re.compile(f"^{PUBLIC_URL}"))
+    console.select_option("#join-base", lan)
+    expect(console.locator("#qr")).to_have_attribute("data-url", re.compile(f"^{lan}/referee"))
+    expect(console.locator("#join-url")).to_have_text(re.compile(f"^{re.escape(lan)}/referee"))
+    expect(console.locator("#display-url")).to_have_text(f"{lan}/display/main")
+    expect(console.locator("#loopback")).to_be_hidden()
+    console.reload()
+    expect(console.locator("#join-base")).to_have_value(lan)
+    join_link = console.locator("#join-url").get_attribute("href")
+    assert join_link is not None
+
+    ctx = pages.browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True,
+                                    locale="ja-JP")
+    pages.contexts.append(ctx)
+    phone = ctx.new_page()
+    phone.on("pageerror", lambda e: pages.errors.append(f"phone: {e}"))
+    phone.goto(join_link)  # the LAN address, not the one the test reaches the server by
+    expect(phone.locator("#pin")).to_have_value(join_link.split("pin=")[1])
+    join(phone, "mat 5")
+    expect(console.locator("#referees li.on .who").filter(has_text="mat 5")).to_be_visible()
+
+
 # ---------------------------------------------------------------------- a whole match
 def test_console_starts_a_match_a_referee_stops_it_and_the_audio_stops(
         server: Server, sink: str, pages: Pages, tmp_path: Path) -> None:
@@ -264,7 +356,7 @@ def test_console_starts_a_match_a_referee_stops_it_and_the_audio_stops(
     expect(console.locator("#qr svg")).to_be_visible()
     expect(console.locator("#output")).to_contain_text("device pulse")
     join_url = console.locator("#join-url").get_attribute("href")
-    assert join_url and "pin=" in join_url
+    assert join_url and join_url.startswith(PUBLIC_URL) and "pin=" in join_url
 
     # the projector: every state it receives is recorded
     frames: list[str] = []
@@ -276,7 +368,7 @@ def test_console_starts_a_match_a_referee_stops_it_and_the_audio_stops(
     dp.goto(f"{server.base}/display/main")
     expect(dp.locator("#conn")).to_have_attribute("data-state", "online")
 
-    ref = pages.open(join_url.removeprefix(server.base), phone=True)
+    ref = pages.open(join_url.removeprefix(PUBLIC_URL), phone=True)
     join(ref, "mat 3")
     expect(console.locator("#referees li.on .who").filter(has_text="mat 3")).to_be_visible()
 
@@ -297,7 +389,7 @@ def test_console_starts_a_match_a_referee_stops_it_and_the_audio_stops(
     bowing = [f for f in frames if '"phase":"bowing"' in f.replace(" ", "")]
     assert bowing and "礼" in bowing[0], "the projector was told of the bow call"
     expect(console.locator("#bow")).to_be_disabled()
-    expect(dp.locator("#sub")).to_have_text("札を並べて、開始を待っています")
+    expect(dp.locator("#sub")).to_have_text(zw("札を並べて、開始を待っています"))
     m = op_state(server)["match"]
     assert m["phase"] == "ready" and m["bowed"] and m["seed"] == SEED
 
@@ -377,10 +469,11 @@ def test_console_starts_a_match_a_referee_stops_it_and_the_audio_stops(
         expect(console.locator("#extra")).to_be_enabled()
         # rule 16: the players count their cards; nothing says ありがとうございました yet
         expect(dp.locator("#big")).to_have_text("読み終わり")
-        expect(dp.locator("#sub")).to_contain_text("札を数えてください")
+        expect(dp.locator("#sub")).to_contain_text(re.compile("札を\u200b?数えてください"))
         expect(console.locator("#step-hint")).to_contain_text("挨拶・移動")
         expect(ref.locator("#hold-sub")).to_have_text(
-            "読み終わりました（もう一枚読むときにまた使えます）")
+            zw("読み終わりました（もう一枚読むときにまた使えます）"))
+        assert_phrase_breaks(ref, "#hold-sub")
         shot(console, "console-finished-desktop", phone=False)
         assert not any(s.get("label") == "end_call" for s in log_timeline(server))
 
@@ -391,14 +484,23 @@ def test_console_starts_a_match_a_referee_stops_it_and_the_audio_stops(
     expect(dp.locator("#stage")).to_have_attribute("data-phase", "closed")
     expect(dp.locator("#big")).to_have_text("試合終了")
     expect(console.locator("#close")).to_be_disabled()
-    expect(ref.locator("#hold-sub")).to_have_text("この試合は終わりました")
+    expect(ref.locator("#hold-sub")).to_have_text(zw("この試合は終わりました"))
+    # item 15: the console's history lists this match (its CSV says who held)
+    row = console.locator("#history li.current")
+    expect(row).to_contain_text(f"シード {SEED}")
+    expect(row).to_contain_text("試合終了")
     labels = [s["label"] for s in log_timeline(server) if "label" in s]
     assert labels[0] == "bow_call" and labels[-3:] == ["end_call", "gap_before_move", "move_call"]
     assert labels.count("bow_call") == 1
 
-    # the next match: the console's own pause, then an abort in two presses
+    # the next match: a new order (item 11: the seed typed for this one is not used again),
+    # the console's own pause, then an abort in two presses
     console.click("#next")
     expect(console.locator("#phase")).to_have_attribute("data-phase", "ready")
+    expect(console.locator("#seed")).to_have_value("")
+    assert op_state(server)["match"]["seed"] != SEED
+    saved = console.evaluate("localStorage.getItem('yomite.console.settings.main')")
+    assert saved and json.loads(saved)["seed"] == "", "settings are kept per channel"
     expect(console.locator("#card-rows tr")).to_have_count(1)  # "none yet"
     console.click("#pause")
     expect(console.locator("#holds li .who")).to_have_text(["運営"])
@@ -460,3 +562,64 @@ def check_audio(cap: Capture, t_press: float, t_release: float) -> None:
     assert back - last_sound >= HELD_S, f"only {back - last_sound:.2f} s of silence while held"
     assert LEAD_IN_S - 0.05 < back - t_release < LEAD_IN_S + 1.0, (
         f"the reading came back {back - t_release:.2f} s after the release")
+
+
+# ---------------------------------------------------------------------- no audio device
+def test_no_audio_device_is_said_in_the_pages_language_and_start_asks_first(
+        browser: Browser, tmp_path: Path) -> None:
+    """Item 5: speakers that cannot be opened do not look normal: health says no_device, the
+    console says it next to 開始 in Japanese, and 開始 needs a second press. Item 19: at
+    360 px the long Japanese lines break between phrases only."""
+    s = Server(tmp_path, {"match": {"memorise_s": 1, "cards": 1},
+                          "voice": {"engine": "estimate"},
+                          "audio": {"device": "no-such-device-for-yomite"}}, TOKEN).start()
+    p = Pages(browser, s.base)
+    try:
+        health = httpx2.get(f"{s.base}/api/health", timeout=5).json()
+        assert health["channels"]["main"]["audio"] == "no_device"
+        console = p.open(f"/console#token={TOKEN}", phone=True)
+        warning = console.locator("#audio-warning")
+        expect(warning).to_be_visible()
+        expect(warning).to_have_text(zw("音声出力装置がありません。開始しても会場には聞こえません。"
+                                        "スピーカーをつないでサーバーを再起動してください。"))
+        expect(console.locator("#audio")).to_have_text("音声出力装置がありません")
+        expect(console.locator("#output")).to_contain_text("音声出力装置を開けません")
+        console.click("#start")
+        expect(console.locator("#start")).to_have_text(zw("もう一度押すと音なしで始めます"))
+        st = httpx2.get(f"{s.base}/api/channels/main", headers=s.op, timeout=5).json()
+        assert st["match"] is None, "one press starts nothing"
+        console.click("#start")
+        expect(console.locator("#phase")).to_have_attribute(
+            "data-phase", re.compile("bowing|announcing|memorising"))
+        assert_phrase_breaks(console, "#audio-warning")
+        breaks = assert_phrase_breaks(console, "#resume")
+        assert breaks, "the test looks at a line that wraps at 360 px"
+    finally:
+        p.close()
+        s.stop()
+    assert not p.errors, p.errors
+
+
+# ---------------------------------------------------------------------- the API docs offline
+def test_api_docs_render_with_no_internet(server: Server, pages: Pages) -> None:
+    """Item 17: /docs draws in Chromium from this server's own files: every request to
+    anywhere else is cut, and none is even tried."""
+    ctx = pages.browser.new_context(viewport=DESKTOP)
+    pages.contexts.append(ctx)
+    outside: list[str] = []
+
+    def only_the_server(route: Any) -> None:
+        if route.request.url.startswith(server.base):
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    ctx.route("**/*", only_the_server)
+    page = ctx.new_page()
+    page.on("pageerror", lambda e: pages.errors.append(f"docs: {e}"))
+    page.goto(f"{server.base}/docs")
+    expect(page.locator(".swagger-ui .opblock-summary-path").filter(
+        has_text="/api/channels/{ch}/match/close")).to_be_visible()
+    expect(page.locator(".swagger-ui .authorize")).to_be_visible()  # the bearer scheme
+    assert not outside, f"the docs asked the internet for {outside}"

@@ -19,7 +19,8 @@ def server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("srv")
     s = Server(tmp, {
         "match": {"memorise_s": 1, "cards": 2, "prelude": {"enabled": False},
-                  "gaps": {"between_verses_s": 0.2, "between_cards_s": 0.2}},
+                  "gaps": {"after_bow_s": 0.2, "after_call_s": 0.2, "between_verses_s": 0.2,
+                           "between_cards_s": 0.2, "before_move_s": 0.2}},
         "voice": {"engine": "estimate", "speed": 3.0},
         "audio": {"output": "null"},
         "server": {"channels": [{"name": "main"}, {"name": "green"}]},
@@ -109,3 +110,88 @@ def test_tokens_never_reach_the_log(server):
     assert lines, "the access log is on"
     assert not any(TOKEN in ln for ln in lines)
     assert any("token=***" in ln for ln in lines)
+
+
+def test_phones_get_the_lan_address_and_a_busy_port_or_folder_is_said_first(tmp_path):
+    """Item 1: listening on every interface, the banner, the join link and the QR code carry
+    the default route's address (this machine's name resolves to loopback), and a phone-like
+    client reaches the referee page there. Item 10: a second server on the same port, or in
+    the same journal folder, stops at once with the reason and prints no links."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    from api.addresses import default_route_address
+
+    from .serverproc import free_port
+
+    lan = default_route_address()
+    assert lan is not None, "the test needs a LAN address"
+    config = {"voice": {"engine": "estimate"}, "audio": {"output": "null"}}
+    (tmp_path / "a").mkdir()
+    a = Server(tmp_path / "a", config, TOKEN, host="0.0.0.0")
+    a.start()
+    try:
+        log = a.log()
+        assert f"yomite is serving on http://{lan}:{a.port}" in log
+        assert f"referees: http://{lan}:{a.port}/referee/main?pin=" in log
+        assert "127.0.0.1" not in log.split("scan to referee")[0]
+        with httpx2.Client(base_url=a.base, timeout=5) as c:
+            p = c.get("/api/channels/main/pin", headers=a.op).json()
+        assert p["join_url"] == f"http://{lan}:{a.port}/referee/main?pin={p['pin']}"
+        assert p["bases"][0]["source"].startswith("default route")
+        r = httpx2.get(p["join_url"], timeout=5)  # over the LAN interface, as a phone would
+        assert r.status_code == 200 and "referee.js" in r.text
+        svg = httpx2.get(f"{a.base}/api/channels/main/qr.svg",
+                         params={"base": "http://evil.example"}, headers=a.op, timeout=5)
+        assert svg.status_code == 422 and svg.json()["error"] == "unknown_base"
+
+        yomite = str(Path(sys.executable).parent / "yomite")
+
+        def second(folder: Path, port: int) -> subprocess.CompletedProcess[str]:
+            folder.mkdir(exist_ok=True)
+            cfg = folder / "config.yaml"
+            cfg.write_text(yaml.safe_dump({**config, "journal_dir": str(tmp_path / folder.name
+                                                                        / "journal")}), "utf-8")
+            return subprocess.run([yomite, "--config", str(cfg), "serve", "--host", "0.0.0.0",
+                                   "--port", str(port)], capture_output=True, text=True,
+                                  timeout=60, cwd=folder)
+
+        busy = second(tmp_path / "b", a.port)
+        assert busy.returncode == 2, busy.stdout + busy.stderr
+        assert f"port {a.port} on 0.0.0.0 is already in use" in busy.stderr
+        assert "operator console" not in busy.stdout + busy.stderr
+        shared = subprocess.run(
+            [yomite, "--config", str(a.config_path), "serve", "--host", "0.0.0.0", "--port",
+             str(free_port())], capture_output=True, text=True, timeout=60, cwd=tmp_path / "a")
+        assert shared.returncode == 2, shared.stdout + shared.stderr
+        assert "another yomite already serves from" in shared.stderr
+        assert f"port {a.port}" in shared.stderr  # who holds it
+        assert "operator console" not in shared.stdout + shared.stderr
+    finally:
+        a.stop()
+
+    # a hall behind a reverse proxy: server.public_url is what phones are given
+    import io
+
+    from fastapi.testclient import TestClient
+
+    from api.addresses import candidates
+    from api.app import create_app
+    from api.server import banner
+    from reader.config import parse_config
+
+    cfg = parse_config({**config, "journal_dir": str(tmp_path / "c"),
+                        "server": {"public_url": "https://yomite.hall.test"}})
+    with TestClient(create_app(cfg, operator_token=TOKEN, listen=("0.0.0.0", 8123))) as c:
+        p = c.get("/api/channels/main/pin", headers=a.op).json()
+        out = io.StringIO()
+        banner(c.app.state.hall, candidates("0.0.0.0", 8123, cfg.server.public_url), TOKEN,
+               False, out)
+    assert p["join_url"].startswith("https://yomite.hall.test/referee/main?pin=")
+    assert [b["base"] for b in p["bases"]][:2] == ["https://yomite.hall.test",
+                                                   f"http://{lan}:8123"]
+    assert "yomite is serving on https://yomite.hall.test" in out.getvalue()
+    assert f"http://{lan}:8123   (default route" in out.getvalue()

@@ -12,9 +12,9 @@ from ..auth import Principal, Role
 from ..deps import Ch, Who, auth_of, view
 from ..errors import ApiError
 from ..hall import ChannelService
-from ..models import REFEREE_ID, HoldRequest
+from ..models import ERRORS, REFEREE_ID, ChannelState, HoldRequest
 
-router = APIRouter(tags=["holds"])
+router = APIRouter(tags=["holds"], responses=ERRORS)
 
 
 def hold_target(svc: ChannelService, p: Principal, referee: str) -> str:
@@ -39,9 +39,12 @@ def hold_target(svc: ChannelService, p: Principal, referee: str) -> str:
 RefereePath = Annotated[str, Path(pattern=REFEREE_ID)]
 
 
-@router.put("/api/channels/{ch}/holds/{referee}")
+@router.put("/api/channels/{ch}/holds/{referee}", response_model=ChannelState,
+            response_model_exclude_unset=True)
 async def raise_hold(svc: Ch, p: Who, referee: RefereePath, request: Request,
                      body: HoldRequest | None = None) -> dict[str, Any]:
+    """Raise a hand (rule 10): the reading stops at once. A referee raises only its own; the
+    operator any (and its own pause, @operator). Raising a raised hand changes nothing."""
     rid = hold_target(svc, p, referee)
     ref = auth_of(request).referee(rid)
     name = (body.name if body and body.name else "") or (ref.name if ref else "") or (
@@ -50,8 +53,10 @@ async def raise_hold(svc: Ch, p: Who, referee: RefereePath, request: Request,
     return view(svc, p)
 
 
-@router.delete("/api/channels/{ch}/holds/{referee}")
+@router.delete("/api/channels/{ch}/holds/{referee}", response_model=ChannelState,
+               response_model_exclude_unset=True)
 async def lower_hold(svc: Ch, p: Who, referee: RefereePath) -> dict[str, Any]:
+    """Lower a hand; when every hand is down, reading resumes after the lead-in."""
     rid = hold_target(svc, p, referee)
     await svc.hand(Release(rid))
     return view(svc, p)

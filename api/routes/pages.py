@@ -21,7 +21,8 @@ STATIC = Path(__file__).resolve().parent.parent / "static"
 _TYPES = {"js": "text/javascript", "css": "text/css", "html": "text/html", "svg": "image/svg+xml",
           "png": "image/png", "json": "application/json"}
 
-PAGES = {"console": "/console", "referee": "/referee/{ch}", "display": "/display/{ch}"}
+PAGES = {"console": "/console", "referee": "/referee/{ch}", "display": "/display/{ch}",
+         "speaker": "/speaker/{ch}"}
 
 
 @router.get("/")

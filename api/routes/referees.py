@@ -4,24 +4,29 @@ from __future__ import annotations
 
 import io
 import logging
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
+from reader.config import Config
+
+from ..addresses import Candidate, candidates
 from ..auth import RateLimited, TooManyReferees, fingerprint, pin_matches
 from ..deps import Ch, Op, auth_of
 from ..errors import ApiError
 from ..hall import ChannelService
-from ..models import JoinRequest
+from ..models import ERRORS, JoinAnswer, JoinRequest, PinAnswer
 
 log = logging.getLogger("yomite.api")
 
-router = APIRouter(tags=["referees"])
+router = APIRouter(tags=["referees"], responses=ERRORS)
 
 
-@router.post("/api/channels/{ch}/referees")
+@router.post("/api/channels/{ch}/referees", response_model=JoinAnswer)
 async def join(svc: Ch, body: JoinRequest, request: Request) -> dict[str, Any]:
+    """Join the channel as a referee with its PIN and a name (e.g. "mat 3"): the answer's
+    token is the referee's identity (it raises and lowers only its own hand)."""
     auth = auth_of(request)
     client = request.client.host if request.client else "?"
     try:
@@ -63,30 +68,48 @@ async def remove(svc: Ch, _p: Op, referee: str) -> dict[str, Any]:
     return {"removed": referee, "channel": svc.name}
 
 
-@router.get("/api/channels/{ch}/pin")
+@router.get("/api/channels/{ch}/pin", response_model=PinAnswer)
 async def pin(svc: Ch, _p: Op, request: Request) -> dict[str, Any]:
-    return {"pin": svc.pin, "join_url": join_url(request, svc)}
+    """The PIN and the join link for phones: at `server.public_url` if set, else at this
+    machine's default-route address; `bases` lists every address phones may use."""
+    found = join_bases(request)
+    return {"pin": svc.pin, "join_url": join_url(found[0].base, svc),
+            "bases": [{**c.to_dict(), "join_url": join_url(c.base, svc)} for c in found]}
 
 
-@router.post("/api/channels/{ch}/pin")
+@router.post("/api/channels/{ch}/pin", response_model=PinAnswer)
 async def rotate_pin(svc: Ch, _p: Op, request: Request) -> dict[str, Any]:
-    """A new PIN (the old join links and QR codes stop working; joined referees stay)."""
+    """A new PIN (the old join links and QR codes stop working; joined referees stay; a join
+    locked by wrong PINs opens again)."""
     try:
         svc.rotate_pin()
     except OSError as e:
         raise ApiError(503, "cannot_record", f"the new PIN cannot be kept ({e.strerror})",
                        "free disk space or make the journal folder writable") from None
     log.info("channel %s: the operator gave a new PIN", svc.name)
-    return {"pin": svc.pin, "join_url": join_url(request, svc)}
+    return await pin(svc, _p, request)
 
 
-@router.get("/api/channels/{ch}/qr.svg")
-async def qr(svc: Ch, _p: Op, request: Request) -> Response:
-    return Response(qr_svg(join_url(request, svc)), media_type="image/svg+xml")
+@router.get("/api/channels/{ch}/qr.svg", response_class=Response,
+            responses={200: {"content": {"image/svg+xml": {}}, "description": "the QR code"}})
+async def qr(svc: Ch, _p: Op, request: Request,
+             base: Annotated[str | None, Query(max_length=200)] = None) -> Response:
+    """The join link's QR code, for `base` (one of the pin's `bases`; default the first)."""
+    found = join_bases(request)
+    chosen = found[0] if base is None else next((c for c in found if c.base == base), None)
+    if chosen is None:
+        raise ApiError(422, "unknown_base", f"{base!r} is not an address of this server",
+                       "use one of the bases GET .../pin lists")
+    return Response(qr_svg(join_url(chosen.base, svc)), media_type="image/svg+xml")
 
 
-def join_url(request: Request, svc: ChannelService) -> str:
-    base = str(request.base_url).rstrip("/")
+def join_bases(request: Request) -> list[Candidate]:
+    config: Config = request.app.state.config
+    host, port = request.app.state.listen
+    return candidates(host, port, config.server.public_url, str(request.base_url))
+
+
+def join_url(base: str, svc: ChannelService) -> str:
     return f"{base}/referee/{svc.name}?pin={svc.pin}"
 
 

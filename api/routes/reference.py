@@ -13,12 +13,15 @@ from reader.poems import all_poems, poem
 
 from ..deps import HallDep, Op, Who
 from ..errors import ApiError
+from ..models import ERRORS
 
-router = APIRouter(tags=["reference"])
+router = APIRouter(tags=["reference"], responses=ERRORS)
 
 
 @router.get("/api/health")
 async def health(h: HallDep) -> dict[str, Any]:
+    """Per channel: the output, `audio` ("ok", "no_device", "fault: ..."), clients, dropped
+    clients, the runtime task, the fan-out lag."""
     return {"status": "ok",
             "channels": {n: {"output": s.audio,
                              "audio": s.runtime.state().get("audio") if s.runtime else None,
@@ -65,8 +68,18 @@ async def devices(_p: Op) -> dict[str, Any]:
     return {"devices": [asdict(d) for d in devs]}
 
 
+@router.get("/api/ws-protocol.json")
+async def ws_protocol() -> dict[str, Any]:
+    """The WebSocket protocol of /ws/channels/{ch} as a JSON Schema: what the server sends
+    (hello, state, pong, error) and what a client may send (hold, release, ping)."""
+    from ..protocol import protocol_schema
+
+    return protocol_schema()
+
+
 @router.get("/api/session")
 async def session(p: Who) -> dict[str, Any]:
+    """Who the bearer token is: viewer, referee (with its channel and id) or operator."""
     return {"role": p.role.value, "channel": p.channel, "referee": p.referee, "name": p.name}
 
 

@@ -1,5 +1,8 @@
 """The WebSocket of a channel: `hello`, the full state on connect and after every change;
-referees (and the operator) send hold / release; anyone may ping."""
+referees (and the operator) send hold / release; anyone may ping. A speaker page connects with
+`?audience=speaker` and also gets the channel's audio schedule (`speaker` messages, see
+api.speaker); `sync` probes the timeline's clock (`{"type": "sync", "id", "c"}` is answered at
+once with the same fields and `s`, the timeline's time)."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import logging
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from reader.config import Config
 from reader.errors import ReaderError
@@ -18,7 +21,7 @@ from ..auth import Auth, Principal, Role
 from ..deps import token_of, view
 from ..errors import ApiError
 from ..hall import ChannelService, Hall
-from ..models import WsHold, WsMessage, WsPing, WsRelease
+from ..protocol import CLIENT, HoldMessage, Ping, Sync
 from .holds import hold_target
 
 log = logging.getLogger("yomite.api")
@@ -43,15 +46,28 @@ async def ws(websocket: WebSocket, ch: str) -> None:
     except PermissionError:
         await websocket.close(code=1008, reason="unknown token: join again")
         return
+    speaker = websocket.query_params.get("audience") == "speaker"
+    refusal = None
+    if speaker and svc.speakers is None:
+        refusal = (1008, f"channel {ch} has no browser speakers "
+                         "(server.channels[].output: browser or both)")
+    elif speaker and len(svc.hub.speakers) >= config.server.speakers.max_per_channel:
+        refusal = (1013, "too many speaker pages on this channel")
     await websocket.accept()
+    if refusal is not None:  # accepted first, so that a browser can read the reason
+        await websocket.close(code=refusal[0], reason=refusal[1])
+        return
     client = svc.hub.add(websocket.send_text, websocket.close,
                          operator=p.role is Role.OPERATOR,
-                         referee=p.referee if p.channel == ch else None, name=p.name)
+                         referee=p.referee if p.channel == ch else None, name=p.name,
+                         speaker=speaker)
     svc.hub.send_to(client, {"type": "hello", "role": p.role.value, "referee": p.referee,
                              "channel": ch})
     svc.hub.send_to(client, {"type": "state", **view(svc, p)})
-    if client.referee:
-        svc.broadcast()  # the console shows who is connected
+    if speaker and svc.speakers is not None:
+        svc.hub.send_to(client, svc.speakers.message())
+    if client.referee or speaker:
+        svc.broadcast()  # the console shows who is connected, and how many speakers
     lim = config.server.limits
     # the operator's console is trusted; anyone else's socket is read at a bounded rate, so
     # that no script can keep the event loop (and every other phone's hold) waiting
@@ -77,7 +93,7 @@ async def ws(websocket: WebSocket, ch: str) -> None:
         log.info("websocket on %s closed: %s", ch, e)
     finally:
         svc.hub.remove(client)
-        if client.referee:
+        if client.referee or speaker:
             svc.broadcast()
 
 
@@ -109,7 +125,6 @@ class Budget:
         return -self.tokens / self.rate
 
 
-_messages: TypeAdapter[WsHold | WsRelease | WsPing] = TypeAdapter(WsMessage)
 
 
 async def _message(svc: ChannelService, auth: Auth, p: Principal, client: Any,
@@ -120,7 +135,7 @@ async def _message(svc: ChannelService, auth: Auth, p: Principal, client: Any,
                                  "detail": "messages are at most 4096 bytes"})
         return True
     try:
-        msg = _messages.validate_json(text)
+        msg = CLIENT.validate_json(text)
     except (ValidationError, RecursionError, ValueError) as e:
         detail = 'send {"type": "hold"}, {"type": "release"} or {"type": "ping"}'
         if isinstance(e, ValidationError) and e.errors():
@@ -129,8 +144,11 @@ async def _message(svc: ChannelService, auth: Auth, p: Principal, client: Any,
             detail = f"{where}: {err.get('msg')}; {detail}"
         svc.hub.send_to(client, {"type": "error", "error": "bad_message", "detail": detail})
         return True
-    if isinstance(msg, WsPing):
+    if isinstance(msg, Ping):
         svc.hub.send_to(client, {"type": "pong", "seq": svc.seq})
+        return True
+    if isinstance(msg, Sync):
+        svc.hub.send_to(client, svc.sync(msg.model_dump(exclude_none=True)))
         return True
     if p.role is Role.REFEREE and p.referee and auth.referee(p.referee) is None:
         svc.hub.send_to(client, {"type": "error", "error": "unauthorized",
@@ -148,7 +166,7 @@ async def _message(svc: ChannelService, auth: Auth, p: Principal, client: Any,
     except ApiError as e:
         svc.hub.send_to(client, {"type": "error", "error": e.code, "detail": e.detail})
         return True
-    ev: Hold | Release = Hold(rid, p.name) if isinstance(msg, WsHold) else Release(rid)
+    ev: Hold | Release = Hold(rid, p.name) if isinstance(msg, HoldMessage) else Release(rid)
     try:
         await svc.hand(ev)
     except ReaderError as e:

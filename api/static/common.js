@@ -146,15 +146,35 @@
     return box;
   }
 
+  /** An error in the page's language: every code the API answers has a string in each
+      (strings.<lang>.json, `err_<code>`). The server's own detail and hint are English: they
+      are shown in English, and in Japanese only for a code without a string. */
+  function errorText(err) {
+    if (!(err instanceof ApiError)) {
+      return { title: t("error"), detail: err.message || String(err), hint: "", meta: "" };
+    }
+    let key = `err_${err.code}`;
+    if (!(key in STRINGS.ja) && /^http_\d+$/.test(err.code || "")) key = "err_http_error";
+    const known = key in STRINGS.ja;
+    const english = lang === "en" || !known;
+    return {
+      title: known ? t(key) : t("error"),
+      detail: english ? (err.detail || "") : "",
+      hint: english ? (err.hint || "") : "",
+      meta: err.status ? `${t("error")} ${err.status} · ${err.code}` : `${t("error")} · ${err.code}`,
+    };
+  }
+
   /** Show an error (ApiError or anything) until dismissed or for 10 s. */
   function showError(err) {
     const box = toastBox();
     const div = el("div", { class: "toast", role: "alert" });
     const text = el("div", { class: "toast-text" });
-    const title = err instanceof ApiError && err.status
-      ? `${t("error")} ${err.status} (${err.code})` : t("error");
-    text.append(el("strong", {}, title), el("span", {}, err.detail || err.message || String(err)));
-    if (err.hint) text.append(el("span", { class: "hint" }, err.hint));
+    const e = errorText(err);
+    text.append(el("strong", {}, e.title));
+    if (e.detail) text.append(el("span", {}, e.detail));
+    if (e.hint) text.append(el("span", { class: "hint" }, e.hint));
+    if (e.meta) text.append(el("span", { class: "meta" }, e.meta));
     const close = el("button", { type: "button", class: "toast-close", "aria-label": t("dismiss") },
       "×");
     close.addEventListener("click", () => div.remove());
@@ -203,6 +223,9 @@
       this.onMessageError = opts.onMessageError || ((m) => showError(
         new ApiError(0, m.error, m.detail, "")));
       this.onAuthLost = opts.onAuthLost || (() => {});
+      this.onOther = opts.onOther || (() => {}); // messages other than hello/state/error/pong
+      this.onClose = opts.onClose || (() => true); // (CloseEvent) => false stops reconnecting
+      this.query = opts.query || {}; // extra URL parameters (e.g. audience: "speaker")
       this.ws = null;
       this.state = null;
       this.lastSeq = -1;
@@ -270,7 +293,9 @@
       if (this.stopped || this.ws) return;
       const proto = location.protocol === "https:" ? "wss:" : "ws:";
       const tok = this.token();
-      const q = tok ? `?token=${encodeURIComponent(tok)}` : "";
+      const params = new URLSearchParams(this.query);
+      if (tok) params.set("token", tok);
+      const q = params.toString() ? `?${params}` : "";
       let ws;
       try {
         ws = new WebSocket(`${proto}//${location.host}/ws/channels/${encodeURIComponent(this.name)}${q}`);
@@ -311,12 +336,20 @@
           case "error":
             this.onMessageError(msg);
             break;
+          case "pong":
+            break;
           default:
-            break; // pong
+            this.onOther(msg);
+            break;
         }
       };
-      ws.onclose = () => {
+      ws.onclose = (ev) => {
         if (this.ws !== ws) return;
+        if (this.onClose(ev) === false) { // the page gives up (a refusal that will not change)
+          this.ws = null;
+          this.stop();
+          return;
+        }
         this._closed(opened);
       };
       ws.onerror = () => { /* onclose follows */ };
@@ -561,7 +594,7 @@
 
   window.Y = {
     STRINGS, t, setLang, onLang, initI18n, applyI18n, get lang() { return lang; },
-    load, save, api, ApiError, showError, clearErrors, announce, Channel,
+    load, save, api, ApiError, errorText, showError, clearErrors, announce, Channel,
     COLOURS, phaseText, isRunning, cardText, holdNames, holderName, joinNames, segmentText,
     callText,
     Countdown, fmtTime, poems, el, verse, colourChip, showConnection, vibrate, flash, keepAwake,

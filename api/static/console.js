@@ -10,6 +10,7 @@
   const TOKEN_KEY = "yomite.operator";
   const SETTINGS_KEY = "yomite.console.settings";
   const CHANNEL_KEY = "yomite.console.channel";
+  const BASE_KEY = "yomite.console.joinBase";
   const OPERATOR = "@operator";
 
   const $ = (id) => document.getElementById(id);
@@ -19,12 +20,18 @@
     cardno: $("cardno"), countdown: $("countdown"), now: $("now"), prepared: $("prepared"),
     paused: $("paused"), start: $("start"), pause: $("pause"), resume: $("resume"),
     extra: $("extra"), next: $("next"), abort: $("abort"), holds: $("holds"), bow: $("bow"),
-    close: $("close"), stepHint: $("step-hint"),
+    close: $("close"), stepHint: $("step-hint"), audioWarning: $("audio-warning"),
     settings: $("settings"), colourPicks: $("colour-picks"), seed: $("seed"),
     memorise: $("memorise"), cards: $("cards"), prepare: $("prepare"), qr: $("qr"), pin: $("pin"),
     loopback: $("loopback"), joinUrl: $("join-url"), displayUrl: $("display-url"),
+    basePick: $("base-pick"), joinBase: $("join-base"),
     refCount: $("ref-count"), referees: $("referees"), csv: $("csv"), cardRows: $("card-rows"),
-    output: $("output"), audio: $("audio"), newPin: $("new-pin"),
+    output: $("output"), audio: $("audio"), newPin: $("new-pin"), history: $("history"), replay: $("replay"), presetPicks: $("preset-picks"),
+    presetSets: $("preset-sets"), lower: $("lower"), speed: $("speed"), gapVerses: $("gap-verses"),
+    gapCards: $("gap-cards"), gapRepeat: $("gap-repeat"), poemPicks: $("poem-picks"),
+    poemCount: $("poem-count"), poemsClear: $("poems-clear"), volume: $("volume"),
+    volumeOut: $("volume-out"), speakers: $("speakers"), speakerUrl: $("speaker-url"),
+    kimarijiList: $("kimariji-list"), kimarijiChanged: $("kimariji-changed"),
   };
 
   let token = null;
@@ -37,6 +44,9 @@
   let logKey = null;
   let busy = false;
   let abortTimer = null;
+  let presets = []; // GET /api/presets
+  let preset = null; // the chosen preset's id
+  let volumeDragging = false;
 
   const countdown = new Y.Countdown((secs) => {
     ui.countdown.textContent = secs === null ? "" : t("seconds_left", { s: secs });
@@ -121,9 +131,11 @@
     ch = name;
     ui.channel.value = name;
     Y.save(CHANNEL_KEY, name);
+    loadSettings(); // each channel keeps its own form
     state = null;
     t0 = null;
     logKey = null;
+    historyKey = null;
     document.title = `yomite ${t("console_title")} · ${name}`;
     conn = new Y.Channel(name, {
       token: () => token,
@@ -136,30 +148,58 @@
     loadJoin();
   }
 
+  let bases = [];
+
+  /** The PIN, and the join link and QR code at the address phones use: the server offers
+      every address it has (server.public_url first, else the default route's); the choice
+      is kept. */
   async function loadJoin() {
-    const display = `${location.origin}/display/${encodeURIComponent(ch)}`;
-    ui.displayUrl.href = display;
-    ui.displayUrl.textContent = display;
-    ui.loopback.hidden = !/^(localhost|127\.|\[::1\])/.test(location.hostname);
     try {
       const p = await Y.api("GET", chPath("/pin"), { token });
       ui.pin.textContent = p.pin;
-      ui.joinUrl.href = p.join_url;
-      ui.joinUrl.textContent = p.join_url;
-      const svgText = await (await Y.api("GET", chPath("/qr.svg"), { token, raw: true })).text();
-      const doc = new DOMParser().parseFromString(svgText, "image/svg+xml");
-      const svg = doc.documentElement;
-      if (svg.nodeName.toLowerCase() === "svg") {
-        svg.removeAttribute("width");
-        svg.removeAttribute("height");
-        svg.setAttribute("aria-hidden", "true");
-        ui.qr.replaceChildren(document.importNode(svg, true));
-        ui.qr.setAttribute("aria-label", `QR: ${p.join_url}`);
-      }
+      bases = p.bases;
+      const saved = Y.load(BASE_KEY);
+      const chosen = bases.find((b) => b.base === saved) || bases[0];
+      ui.joinBase.replaceChildren(...bases.map((b) => Y.el("option", { value: b.base },
+        `${b.base} (${b.source})`)));
+      ui.joinBase.value = chosen.base;
+      ui.basePick.hidden = bases.length < 2;
+      await showJoin(chosen);
     } catch (e) {
       Y.showError(e);
     }
   }
+
+  async function showJoin(b) {
+    ui.joinUrl.href = b.join_url;
+    ui.joinUrl.textContent = b.join_url;
+    const display = `${b.base}/display/${encodeURIComponent(ch)}`;
+    ui.displayUrl.href = display;
+    ui.displayUrl.textContent = display;
+    const speaker = `${b.base}/speaker/${encodeURIComponent(ch)}`;
+    ui.speakerUrl.href = speaker;
+    ui.speakerUrl.textContent = speaker;
+    ui.loopback.hidden = !b.loopback;
+    const q = `/qr.svg?base=${encodeURIComponent(b.base)}`;
+    const svgText = await (await Y.api("GET", chPath(q), { token, raw: true })).text();
+    const doc = new DOMParser().parseFromString(svgText, "image/svg+xml");
+    const svg = doc.documentElement;
+    if (svg.nodeName.toLowerCase() === "svg") {
+      svg.removeAttribute("width");
+      svg.removeAttribute("height");
+      svg.setAttribute("aria-hidden", "true");
+      ui.qr.replaceChildren(document.importNode(svg, true));
+      ui.qr.setAttribute("aria-label", `QR: ${b.join_url}`);
+      ui.qr.dataset.url = b.join_url;
+    }
+  }
+
+  ui.joinBase.addEventListener("change", () => {
+    const b = bases.find((x) => x.base === ui.joinBase.value);
+    if (!b) return;
+    Y.save(BASE_KEY, b.base);
+    showJoin(b).catch(Y.showError);
+  });
 
   // ------------------------------------------------------------------ state
   function onState(s) {
@@ -171,6 +211,56 @@
     if (!m || m.phase === "ready") t0 = null;
     render();
     refreshLog(m);
+    const key = m ? `${m.seed}/${m.phase}/${m.cards.length}` : "none";
+    if (key !== historyKey) {
+      historyKey = key;
+      loadHistory();
+    }
+  }
+
+  // ------------------------------------------------------------------ the history
+  let historyKey = null;
+
+  /** The channel's matches, newest first, each with its CSV (who held included). */
+  async function loadHistory() {
+    let rows;
+    try {
+      rows = await Y.api("GET", chPath("/matches?limit=20"), { token });
+    } catch (_e) {
+      return; // shown again at the next change
+    }
+    if (!rows.length) {
+      ui.history.replaceChildren(Y.el("li", { class: "empty" }, t("none_yet")));
+      return;
+    }
+    ui.history.replaceChildren(...rows.map((r) => {
+      const when = r.started_at || r.prepared_at;
+      const time = when ? new Date(when).toLocaleString(Y.lang === "ja" ? "ja-JP" : "en-GB",
+        { month: "numeric", day: "numeric", hour: "2-digit", minute: "2-digit" }) : "";
+      const what = r.error ? r.error : t("history_row", {
+        colours: (r.colors || []).map((c) => t(c)).join(t("name_sep")),
+        seed: r.seed, read: r.cards_read, phase: t(`phase_${r.phase}`),
+      });
+      const b = Y.el("button", { type: "button", class: "btn small" }, "CSV");
+      b.addEventListener("click", () => download(`/matches/${encodeURIComponent(r.id)}/log?format=csv`,
+        `${ch}-${r.id}.csv`));
+      return Y.el("li", { dataset: { id: r.id }, class: r.current ? "current" : "" },
+        Y.el("span", { class: "when" }, time), Y.el("span", { class: "what" }, what), b);
+    }));
+  }
+
+  async function download(path, filename) {
+    try {
+      const res = await Y.api("GET", chPath(path), { token, raw: true });
+      const url = URL.createObjectURL(await res.blob());
+      const a = Y.el("a", { href: url, download: filename });
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 10000);
+    } catch (e) {
+      Y.showError(e);
+    }
   }
 
   /** The match log gives the start of a match the console joined late. */
@@ -198,6 +288,22 @@
     renderCards(m);
     renderReferees(state ? state.referees || [] : []);
     renderAudio(state);
+    renderKimariji(m);
+  }
+
+  /** How each card still on the mats is decided now, and what the last card read changed. */
+  function renderKimariji(m) {
+    const left = (m && m.kimariji && m.kimariji.left) || [];
+    const changed = left.filter((c) => c.before !== c.kimariji);
+    ui.kimarijiChanged.textContent = !left.length ? t("kimariji_none")
+      : (changed.length ? t("kimariji_changed", { n: changed.length }) : "");
+    const sorted = left.slice().sort((a, b) => a.kimariji.length - b.kimariji.length
+      || a.kimariji.localeCompare(b.kimariji, "ja"));
+    ui.kimarijiList.replaceChildren(...sorted.map((c) => Y.el("li",
+      { class: c.before !== c.kimariji ? "changed" : "", dataset: { poem: String(c.poem) } },
+      Y.el("span", { class: "no" }, t("poem_no", { no: c.poem })),
+      Y.el("span", { class: "now" }, c.kimariji),
+      c.before !== c.kimariji ? Y.el("span", { class: "before" }, c.before) : "")));
   }
 
   function renderHeadline(m) {
@@ -250,6 +356,7 @@
     ui.extra.disabled = busy || phase !== "finished" || !(m.unread_left > 0);
     ui.close.disabled = busy || phase !== "finished";
     ui.next.disabled = busy || !m || !ENDED.includes(phase);
+    ui.replay.disabled = busy || !m || !ENDED.includes(phase);
     ui.abort.disabled = busy || over || phase === "closing";
     if (ui.abort.disabled) disarmAbort();
     ui.prepare.disabled = busy || !(over || phase === "ready");
@@ -364,10 +471,42 @@
   function renderAudio(s) {
     const out = s ? s.output || "" : "";
     const status = s ? s.audio || "" : "";
-    ui.output.textContent = out;
-    ui.output.className = /^(NO AUDIO|null output)/.test(out) ? "bad" : "";
-    ui.audio.textContent = status === "ok" ? t("audio_ok") : status;
+    const missing = status === "no_device";
+    ui.output.textContent = missing ? t("output_no_device", { reason: s.no_device || "" }) : out;
+    ui.output.className = missing || /^null output/.test(out) ? "bad" : "";
+    ui.audio.textContent = status === "ok" ? t("audio_ok")
+      : (missing ? t("audio_no_device") : status);
     ui.audio.className = status && status !== "ok" ? "bad" : "good";
+    const sp = s && s.speakers;
+    ui.speakers.textContent = !sp ? "" : (sp.mode === "device" ? t("speakers_none")
+      : t("speakers_pages", { n: sp.pages, mode: t(`output_${sp.mode}`) }));
+    if (s && typeof s.volume_db === "number" && !volumeDragging) {
+      ui.volume.value = String(s.volume_db);
+      ui.volumeOut.textContent = `${s.volume_db} dB`;
+    }
+    // said next to 開始, in the page's language: a match started now is heard by no one
+    ui.audioWarning.hidden = !missing;
+    ui.audioWarning.textContent = missing ? t("no_device_warning") : "";
+  }
+
+  const noDevice = () => !!state && state.audio === "no_device";
+  let silentTimer = null;
+
+  /** With no audio device, a start (or the bow) needs a second press within 4 s. */
+  function confirmSilent(button, label) {
+    if (!noDevice() || button.classList.contains("armed")) {
+      clearTimeout(silentTimer);
+      button.classList.remove("armed");
+      button.textContent = t(label);
+      return true;
+    }
+    button.classList.add("armed");
+    button.textContent = t("start_silent_confirm");
+    silentTimer = setTimeout(() => {
+      button.classList.remove("armed");
+      button.textContent = t(label);
+    }, 4000);
+    return false;
   }
 
   function renderAll() {
@@ -376,6 +515,7 @@
     countdown.update(state && state.match);
     Y.showConnection(ui.conn, conn ? conn.status : "connecting");
     buildColourPicks(true);
+    renderPresets();
   }
 
   // ------------------------------------------------------------------ settings
@@ -409,45 +549,163 @@
   function formSettings() {
     return {
       colours: formColours(),
+      poems: formPoems(),
       seed: num(ui.seed, { integer: true, max: 2 ** 53 - 1 }),
       memorise: num(ui.memorise, { max: 3600 }),
       cards: num(ui.cards, { integer: true, min: 1, max: 100 }),
+      lower: num(ui.lower, { integer: true, min: 1, max: 3 }),
+      speed: num(ui.speed, { min: 0.25, max: 3 }),
+      gapVerses: num(ui.gapVerses, { max: 60 }),
+      gapCards: num(ui.gapCards, { max: 60 }),
+      gapRepeat: num(ui.gapRepeat, { max: 60 }),
+      preset,
     };
   }
 
+  const FIELDS = ["seed", "memorise", "cards", "lower", "speed", "gapVerses", "gapCards", "gapRepeat"];
+
+  // each channel has its own settings (a pink reader is not a blue one)
+  const settingsKey = () => `${SETTINGS_KEY}.${ch}`;
+
   function saveSettings() {
-    Y.save(SETTINGS_KEY, { colours: formColours(), seed: ui.seed.value, memorise: ui.memorise.value,
-      cards: ui.cards.value });
+    if (!ch) return;
+    const s = { colours: formColours(), poems: formPoems(), preset };
+    for (const f of FIELDS) s[f] = ui[f].value;
+    Y.save(settingsKey(), s);
+    ui.poemCount.textContent = s.poems.length ? t("poems_chosen", { n: s.poems.length }) : "";
   }
 
   function loadSettings() {
-    const s = Y.load(SETTINGS_KEY, { colours: ["blue"], seed: "", memorise: "", cards: "" });
+    const s = Y.load(settingsKey(), null) || { colours: ["blue"] };
     for (const i of ui.colourPicks.querySelectorAll("input")) i.checked = (s.colours || []).includes(i.value);
-    ui.seed.value = s.seed || "";
-    ui.memorise.value = s.memorise || "";
-    ui.cards.value = s.cards || "";
+    for (const i of ui.poemPicks.querySelectorAll("input")) i.checked = (s.poems || []).includes(Number(i.value));
+    for (const f of FIELDS) ui[f].value = s[f] || "";
+    preset = presets.some((p) => p.id === s.preset) ? s.preset : (s.preset || null);
+    renderPresets();
+    ui.poemCount.textContent = (s.poems || []).length ? t("poems_chosen", { n: s.poems.length }) : "";
   }
 
   function prepareBody(f) {
     const body = { colors: f.colours };
+    if (f.poems.length) body.poems = f.poems;
     if (f.seed !== null) body.seed = f.seed;
+    if (f.preset) body.preset = f.preset;
     const over = {};
     if (f.cards !== null) over.cards = f.cards;
     if (f.memorise !== null) over.memorise_s = f.memorise;
+    if (f.lower !== null) over.lower_verse_times = f.lower;
+    const gaps = {};
+    if (f.gapVerses !== null) gaps.between_verses_s = f.gapVerses;
+    if (f.gapCards !== null) gaps.between_cards_s = f.gapCards;
+    if (f.gapRepeat !== null) gaps.repeat_s = f.gapRepeat;
+    if (Object.keys(gaps).length) over.gaps = gaps;
     // the overrides are validated with their own deck: without the colours, 30 cards of two
     // colours would be refused because the configured deck has one colour (the CLI does this too)
     if (f.colours.length) over.colors = f.colours;
     if (Object.keys(over).length) body.overrides = over;
+    if (f.speed !== null) body.voice = { speed: f.speed };
     return body;
   }
 
   function matchesForm(m, f) {
     const same = (a, b) => a.length === b.length && a.every((x) => b.includes(x));
+    const v = (state && state.voice) || {};
+    const tm = m.timings;
     return (f.colours.length === 0 || same(f.colours, m.colors))
+      && f.poems.length === 0
       && (f.seed === null || f.seed === m.seed)
       && (f.cards === null || f.cards === m.cards_planned)
-      && (f.memorise === null || f.memorise === m.timings.memorise_s);
+      && (f.memorise === null || f.memorise === tm.memorise_s)
+      && (f.lower === null || f.lower === tm.lower_verse_times)
+      && (f.gapVerses === null || f.gapVerses === tm.between_verses_s)
+      && (f.gapCards === null || f.gapCards === tm.between_cards_s)
+      && (f.gapRepeat === null || f.gapRepeat === tm.repeat_s)
+      && (f.speed === null || f.speed === v.speed)
+      && (f.preset === null || f.preset === (state && state.preset));
   }
+
+  // ------------------------------------------------------------------ presets
+  async function loadPresets() {
+    try {
+      presets = await Y.api("GET", "/api/presets");
+    } catch (e) {
+      Y.showError(e);
+      return;
+    }
+    renderPresets();
+  }
+
+  function presetLabel(p) {
+    return Y.lang === "en" ? p.label_en : p.label;
+  }
+
+  /** What a preset sets, in words, before anything starts. */
+  function presetText(p) {
+    const m = p.match;
+    const v = p.voice;
+    return t("preset_sets", { mem: m.memorise_s, cards: m.cards, lower: m.lower_verse_times,
+      speed: v.speed, verses: m.gaps.between_verses_s, between: m.gaps.between_cards_s })
+      + (p.description ? ` — ${Y.lang === "en" ? p.description_en : p.description}` : "");
+  }
+
+  function renderPresets() {
+    ui.presetPicks.replaceChildren(...presets.map((p) => {
+      const b = Y.el("button", { type: "button", class: "btn", role: "radio",
+        "aria-checked": p.id === preset ? "true" : "false", dataset: { preset: p.id } },
+      presetLabel(p));
+      b.addEventListener("click", () => choosePreset(p.id === preset ? null : p));
+      return b;
+    }));
+    const p = presets.find((x) => x.id === preset);
+    ui.presetSets.textContent = p ? presetText(p) : t("preset_none");
+  }
+
+  /** Tap a preset: its settings fill the form (and can still be changed there). */
+  function choosePreset(p) {
+    preset = p ? p.id : null;
+    if (p) {
+      ui.memorise.value = String(p.match.memorise_s);
+      ui.cards.value = String(p.match.cards);
+      ui.lower.value = String(p.match.lower_verse_times);
+      ui.speed.value = String(p.voice.speed);
+      ui.gapVerses.value = String(p.match.gaps.between_verses_s);
+      ui.gapCards.value = String(p.match.gaps.between_cards_s);
+      ui.gapRepeat.value = String(p.match.gaps.repeat_s);
+    }
+    renderPresets();
+    saveSettings();
+  }
+
+  // ------------------------------------------------------------------ the poem picker
+  function buildPoemPicks() {
+    if (!poems) return;
+    ui.poemPicks.replaceChildren(...[...poems.values()].map((p) => {
+      const input = Y.el("input", { type: "checkbox", value: String(p.no), id: `poem-${p.no}` });
+      return Y.el("label", { for: `poem-${p.no}`, class: `colour-${p.color}` }, input,
+        Y.el("span", { class: "swatch", "aria-hidden": "true" }),
+        `${p.no} ${p.kimariji}`);
+    }));
+    loadSettings();
+  }
+
+  function formPoems() {
+    return [...ui.poemPicks.querySelectorAll("input:checked")].map((i) => Number(i.value));
+  }
+
+  ui.poemsClear.addEventListener("click", () => {
+    for (const i of ui.poemPicks.querySelectorAll("input")) i.checked = false;
+    saveSettings();
+  });
+
+  // ------------------------------------------------------------------ the volume
+  ui.volume.addEventListener("input", () => {
+    volumeDragging = true;
+    ui.volumeOut.textContent = `${ui.volume.value} dB`;
+  });
+  ui.volume.addEventListener("change", () => act(async () => {
+    volumeDragging = false;
+    return Y.api("PUT", chPath("/volume"), { token, body: { volume_db: Number(ui.volume.value) } });
+  }));
 
   ui.settings.addEventListener("change", saveSettings);
 
@@ -485,8 +743,12 @@
     return Y.api("POST", chPath(`/match/${step}`), { token });
   });
 
-  ui.start.addEventListener("click", () => prepared("start"));
-  ui.bow.addEventListener("click", () => prepared("bow"));
+  ui.start.addEventListener("click", () => {
+    if (confirmSilent(ui.start, "start")) prepared("start");
+  });
+  ui.bow.addEventListener("click", () => {
+    if (confirmSilent(ui.bow, "bow")) prepared("bow");
+  });
 
   ui.pause.addEventListener("click", () => act(() => {
     const m = state && state.match;
@@ -508,7 +770,15 @@
     }));
   ui.extra.addEventListener("click", () => act(() => Y.api("POST", chPath("/match/extra-card"), { token })));
   ui.close.addEventListener("click", () => act(() => Y.api("POST", chPath("/match/close"), { token })));
-  ui.next.addEventListener("click", () => act(prepare));
+  // the next match draws a new order: a seed typed for this one is not kept
+  ui.next.addEventListener("click", () => act(() => {
+    ui.seed.value = "";
+    saveSettings();
+    return prepare();
+  }));
+
+  // 感想戦: the last match again, on purpose: the same deck, order, settings and voice
+  ui.replay.addEventListener("click", () => act(() => Y.api("POST", chPath("/match/replay"), { token })));
 
   function disarmAbort() {
     clearTimeout(abortTimer);
@@ -528,19 +798,7 @@
     act(() => Y.api("POST", chPath("/match/abort"), { token, body: { reason: t("abort_reason") } }));
   });
 
-  ui.csv.addEventListener("click", async () => {
-    try {
-      const res = await Y.api("GET", chPath("/match/log?format=csv"), { token, raw: true });
-      const url = URL.createObjectURL(await res.blob());
-      const a = Y.el("a", { href: url, download: `${ch}-match.csv` });
-      document.body.append(a);
-      a.click();
-      a.remove();
-      setTimeout(() => URL.revokeObjectURL(url), 10000);
-    } catch (e) {
-      Y.showError(e);
-    }
-  });
+  ui.csv.addEventListener("click", () => download("/match/log?format=csv", `${ch}-match.csv`));
 
   // the hold durations tick while the hall waits
   setInterval(() => {
@@ -552,10 +810,11 @@
   Y.initI18n();
   Y.onLang(renderAll);
   buildColourPicks();
-  loadSettings();
   Y.showConnection(ui.conn, "connecting");
+  loadPresets();
   Y.poems().then((p) => {
     poems = p;
+    buildPoemPicks();
     render();
   }).catch(Y.showError);
   const tok = tokenFromUrl() || Y.load(TOKEN_KEY);

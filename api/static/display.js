@@ -13,6 +13,8 @@
     bannerMain: $("banner-main"), bannerSub: $("banner-sub"), stage: $("stage"), big: $("big"),
     sub: $("sub"), last: $("last"), lastN: $("last-n"), lastKami: $("last-kami"),
     lastShimo: $("last-shimo"), lastAuthor: $("last-author"), offline: $("offline"),
+    torifuda: $("torifuda"), lastKana: $("last-kana"), kimarijiNote: $("kimariji-note"),
+    reads: $("reads"), readList: $("read-list"),
   };
   let state = null;
   let poems = null;
@@ -58,6 +60,7 @@
     renderBanner(m);
     renderStage();
     renderLast(m);
+    renderReads(m);
   }
 
   function renderBanner(m) {
@@ -172,6 +175,63 @@
     ui.lastKami.replaceChildren(Y.verse(p.kami));
     ui.lastShimo.replaceChildren(Y.verse(p.shimo));
     ui.lastAuthor.textContent = p.author;
+    ui.torifuda.replaceChildren(...torifuda(p.shimo_kana));
+    ui.torifuda.setAttribute("aria-label", `${t("torifuda")}: ${p.shimo_kana}`);
+    const k = readKimariji(m, c.n);
+    ui.lastKana.replaceChildren(...highlighted(p.kami_kana, k ? k.kimariji.length : 0));
+    ui.lastKana.dataset.kimariji = k ? k.kimariji : "";
+    ui.kimarijiNote.textContent = k ? t("kimariji_note", { k: k.kimariji, hundred: k.hundred }) : "";
+  }
+
+  function readKimariji(m, n) {
+    const read = (m && m.kimariji && m.kimariji.read) || [];
+    return read.find((r) => r.n === n) || null;
+  }
+
+  /** The lower verse in hiragana as a torifuda has it: written top to bottom in three
+      columns, right to left (5, 5 and the rest for the usual 14 kana). */
+  function torifuda(kana) {
+    const chars = [...kana.replace(/[ \u3000]/g, "")];
+    const per = Math.ceil(chars.length / 3);
+    const cols = [];
+    for (let i = 0; i < chars.length; i += per) {
+      cols.push(Y.el("span", { class: "col" }, chars.slice(i, i + per).join("")));
+    }
+    return cols;
+  }
+
+  /** The upper verse in kana with its first `n` kana (the kimariji) marked. */
+  function highlighted(kana, n) {
+    const out = [];
+    let seen = 0;
+    let marked = "";
+    let rest = "";
+    for (const ch of kana) {
+      if (seen < n) {
+        marked += ch;
+        if (ch !== " ") seen += 1;
+      } else {
+        rest += ch;
+      }
+    }
+    if (marked) out.push(Y.el("mark", { class: "kimariji" }, marked));
+    out.push(rest);
+    return out;
+  }
+
+  /** Every card read so far, with the kimariji it had when it was read: the 感想戦 list. */
+  function renderReads(m) {
+    const read = (m && m.kimariji && m.kimariji.read) || [];
+    ui.reads.hidden = read.length === 0;
+    ui.reads.dataset.phase = m ? m.phase : "none";
+    ui.readList.replaceChildren(...read.map((r) => {
+      const p = poems ? poems.get(r.poem) : null;
+      const first = p ? p.kami_kana.split(" ")[0] : "";
+      return Y.el("li", { dataset: { poem: String(r.poem), n: String(r.n) } },
+        Y.el("span", { class: "n" }, String(r.n)),
+        Y.el("span", { class: "k" }, r.kimariji),
+        Y.el("span", { class: "rest" }, first.slice(r.kimariji.length)));
+    }));
   }
 
   Y.initI18n();

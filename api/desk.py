@@ -1,0 +1,403 @@
+"""The desk in the hall service: the tournaments, their database, and the tie to the readers.
+
+Every step runs in one database thread, in order (the desk's own inbox): load the tournament
+from memory, let `desk.tournament` compute the change, write it in one transaction, keep the
+new tournament in memory. The event loop never waits on the database, so a referee's hold is
+never slowed by a result being written. Live pages wait on a tournament's version.
+
+Starting a round prepares and starts the block's channel match through the channel's inbox,
+like the REST routes do; the round remembers the match's journal, so the desk can show whether
+that match is being read, paused or finished. A round whose start was interrupted by a crash
+is matched with its channel's journal at the next start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any, TypeVar
+
+from desk import tournament as ops
+from desk.errors import Conflict, Invalid, NotFound
+from desk.export import RESERVED_IDS, TOURNAMENT_ID
+from desk.model import Reading, ReadingStatus, Round, Settings, Tournament
+from desk.repository import Repository, open_repository
+from reader.config import Config
+from reader.errors import ReaderError
+from reader.events import Close, ExtraCard, Start
+
+from .hall import Hall
+from .runtime import PrepareMatch
+
+log = logging.getLogger("yomite.desk")
+
+T = TypeVar("T")
+Op = Callable[[Tournament], "ops.Change | None"]
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def _journal_time(name: str) -> datetime | None:
+    """The UTC time in a journal's file name (`20250101T093000.123456-seed42.jsonl`)."""
+    try:
+        return datetime.strptime(name.split("-seed")[0], "%Y%m%dT%H%M%S.%f").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def _start(t: Tournament, *, block: str, number: int, channel: str, at: str, again: bool
+           ) -> ops.Change:
+    return ops.start_reading(t, block, number, channel, at, again=again)
+
+
+def _confirm(t: Tournament, *, block: str, number: int, seed: int, journal: str | None
+             ) -> ops.Change:
+    return ops.confirm_reading(t, block, number, seed, journal)
+
+
+def _undo(t: Tournament, *, block: str, number: int, reading: Reading | None) -> ops.Change:
+    return ops.ReadingChanged(block, number, reading)
+
+
+class Desk:
+    def __init__(self, config: Config, hall: Hall | None) -> None:
+        self.config = config
+        self.hall = hall
+        self.repo: Repository | None = None
+        self.cache: dict[str, Tournament] = {}
+        self._db = ThreadPoolExecutor(1, thread_name_prefix="desk-db")
+        self._changed: dict[str, asyncio.Event] = {}
+
+    # ------------------------------------------------------------------ life
+    async def start(self) -> None:
+        self.repo = await self._call(open_repository, self.config.desk.database_url)
+        summaries = await self._call(self.repo.summaries)
+        for s in summaries:
+            t = await self._call(self.repo.load, s.id)
+            if t is not None:
+                self.cache[t.id] = t
+        for t in list(self.cache.values()):
+            await self._reconcile(t)
+        log.info("desk: %d tournament(s) loaded", len(self.cache))
+
+    async def stop(self) -> None:
+        if self.repo is not None:
+            await self._call(self.repo.close)
+        self._db.shutdown(wait=True)
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._db, partial(fn, *args))
+
+    # ------------------------------------------------------------------ tournaments
+    def get(self, tid: str) -> Tournament:
+        t = self.cache.get(tid)
+        if t is None:
+            raise NotFound(f"there is no tournament {tid!r}",
+                           "GET /api/tournaments lists them" if self.cache
+                           else "create one at the desk (/desk)")
+        return t
+
+    def tournaments(self) -> list[Tournament]:
+        return sorted(self.cache.values(), key=lambda t: t.created_at)
+
+    async def create(self, tid: str | None, name: str, day: str, rounds: int | None,
+                     cards: int | None) -> Tournament:
+        if tid is None:
+            tid = "t" + secrets.token_hex(3)
+        if not TOURNAMENT_ID.match(tid) or tid in RESERVED_IDS:
+            raise Invalid(f"{tid!r} cannot be a tournament id",
+                          "lower-case letters, digits and dashes, e.g. hiroshima-2025")
+        t = Tournament(
+            id=tid, name=name, day=day,
+            settings=Settings(rounds=rounds or self.config.desk.rounds,
+                              cards=cards or self.config.match.cards),
+            created_at=now_iso(), lottery_seed=secrets.randbelow(1_000_000),
+            pairing_seed=secrets.randbelow(1_000_000))
+        return await self.store(t)
+
+    async def store(self, t: Tournament, replace_existing: bool = False) -> Tournament:
+        """A whole tournament (new or imported) into the database and memory."""
+        assert self.repo is not None
+        repo = self.repo
+
+        def work() -> Tournament:
+            if t.id in self.cache and not replace_existing:
+                raise Conflict(f"there is already a tournament {t.id!r}",
+                               "choose another id, or import with replace=true")
+            if replace_existing:
+                repo.delete(t.id)
+            repo.create(t)
+            self.cache[t.id] = t
+            return t
+
+        out = await self._call(work)
+        self._notify(t.id)
+        return out
+
+    async def delete(self, tid: str) -> None:
+        self.get(tid)
+        assert self.repo is not None
+        repo = self.repo
+
+        def work() -> None:
+            repo.delete(tid)
+            self.cache.pop(tid, None)
+
+        await self._call(work)
+        self._notify(tid)
+
+    async def change(self, tid: str, op: Op) -> Tournament:
+        """Apply one desk step: computed, written and kept in memory in the database thread."""
+        assert self.repo is not None
+        repo = self.repo
+
+        def work() -> tuple[Tournament, bool]:
+            t = self.get(tid)
+            ch = op(t)
+            if ch is None:
+                return t, False
+            repo.apply(tid, t.version, ch)
+            new = ops.apply(t, ch)
+            self.cache[tid] = new
+            return new, True
+
+        t, changed = await self._call(work)
+        if changed:
+            self._notify(tid)
+        return t
+
+    async def changes(self, tid: str, make: Callable[[Tournament], Sequence[ops.Change]]
+                      ) -> Tournament:
+        """Several changes computed together (every block's pairing): all are checked before
+        the first is written; each is its own transaction."""
+        assert self.repo is not None
+        repo = self.repo
+
+        def work() -> Tournament:
+            t = self.get(tid)
+            for ch in make(t):
+                repo.apply(tid, t.version, ch)
+                t = ops.apply(t, ch)
+                self.cache[tid] = t
+            return t
+
+        out = await self._call(work)
+        self._notify(tid)
+        return out
+
+    # ------------------------------------------------------------------ live pages
+    def _notify(self, tid: str) -> None:
+        ev = self._changed.pop(tid, None)
+        if ev is not None:
+            ev.set()
+
+    async def wait(self, tid: str, after: int, timeout_s: float) -> Tournament:
+        """The tournament once its version is past `after` (or as it is after `timeout_s`)."""
+        t = self.get(tid)
+        if t.version > after:
+            return t
+        ev = self._changed.setdefault(tid, asyncio.Event())
+        try:
+            async with asyncio.timeout(timeout_s):
+                await ev.wait()
+        except TimeoutError:
+            pass
+        return self.get(tid)
+
+    # ------------------------------------------------------------------ the readers
+    def _channel(self, name: str | None) -> Any:
+        if self.hall is None or name is None:
+            return None
+        svc = self.hall.channels.get(name)
+        return svc if svc is not None and svc.runtime is not None else None
+
+    def reading_state(self, r: Round) -> dict[str, Any] | None:
+        """Where the round's channel match is: `live` with its phase (being read, paused,
+        finished), `over` when the channel has gone on to another match, `unconfirmed` when
+        a start was interrupted."""
+        if r.reading is None:
+            return None
+        svc = self._channel(r.reading.channel)
+        if svc is None:
+            return {"state": "no_channel", "channel": r.reading.channel}
+        rt = svc.runtime
+        current = rt.journal_path.name if rt.journal_path is not None else None
+        if r.reading.status is ReadingStatus.STARTING:
+            return {"state": "unconfirmed", "channel": r.reading.channel}
+        if current is None or current != r.reading.journal:
+            return {"state": "over", "channel": r.reading.channel}
+        m = svc.operator_view().get("match") or {}
+        return {"state": "live", "channel": r.reading.channel, "phase": m.get("phase"),
+                "paused": bool(m.get("paused")), "card": m.get("card"),
+                "cards_total": m.get("cards_total"),
+                "holds": [h.get("name") for h in m.get("holds", [])],
+                "recovered": bool(rt.recovered)}
+
+    async def start_round(self, tid: str, number: int, blocks: Sequence[str] | None,
+                          again: bool = False) -> tuple[Tournament, list[dict[str, Any]]]:
+        """Start round `number` of the given blocks (default: every block paired for it and
+        not started): one channel match per channel, in the round's colour."""
+        t = self.get(tid)
+        chosen = [r for r in t.rounds if r.number == number
+                  and (blocks is None or r.block in blocks)]
+        if blocks is not None:
+            missing = sorted(set(blocks) - {r.block for r in chosen})
+            if missing:
+                raise NotFound(f"round {number} is not paired for block(s) {', '.join(missing)}",
+                               "pair it first")
+        elif not again:
+            chosen = [r for r in chosen if r.reading is None
+                      or r.reading.status is ReadingStatus.STARTING]
+        if not chosen:
+            raise Conflict(f"no block has round {number} paired and waiting to be read",
+                           "pair the round first")
+        by_channel: dict[str, list[Round]] = {}
+        for r in chosen:
+            b = t.block(r.block)
+            if b is None or b.channel is None:
+                raise Conflict(f"block {r.block} has no reader (channel)",
+                               "assign the block a channel")
+            if self._channel(b.channel) is None:
+                raise Conflict(f"block {r.block}'s channel {b.channel!r} is not one of this "
+                               "hall's", "assign a channel of server.channels")
+            by_channel.setdefault(b.channel, []).append(r)
+        for ch, rounds in by_channel.items():
+            colours = {r.colour for r in rounds}
+            if len(colours) > 1:
+                raise Conflict(f"blocks {', '.join(r.block for r in rounds)} share channel {ch} "
+                               f"but read different colours ({', '.join(sorted(colours))})",
+                               "give them one colour for this round, or separate channels")
+            for r in rounds:
+                ops.start_reading(t, r.block, number, ch, "", again=again)  # check first
+        results = []
+        for ch, rounds in by_channel.items():
+            results.append(await self._start_channel(tid, number, ch, rounds, again))
+        return self.get(tid), results
+
+    async def _start_channel(self, tid: str, number: int, ch: str, rounds: list[Round],
+                             again: bool) -> dict[str, Any]:
+        svc = self._channel(ch)
+        assert svc is not None
+        previous = {r.block: r.reading for r in rounds}
+        at = now_iso()
+        for r in rounds:  # the intent first: a crash after this is matched up at start-up
+            await self.change(tid, partial(_start, block=r.block, number=number, channel=ch,
+                                           at=at, again=again))
+        t = self.get(tid)
+        item = PrepareMatch(colors=(rounds[0].colour,), seed=None,
+                            overrides={"cards": t.settings.cards})
+        try:
+            await svc.runtime.submit(item)
+            await svc.runtime.submit(Start())
+        except ReaderError as e:
+            for r in rounds:
+                await self.change(tid, partial(_undo, block=r.block, number=number,
+                                               reading=previous[r.block]))
+            raise Conflict(f"channel {ch} cannot read round {number}: {e}",
+                           "finish or abort the channel's match at the console, then start "
+                           "again") from None
+        engine = svc.runtime.engine
+        seed = engine.deck.seed if engine is not None else 0
+        journal = svc.runtime.journal_path.name if svc.runtime.journal_path else None
+        for r in rounds:
+            await self.change(tid, partial(_confirm, block=r.block, number=number, seed=seed,
+                                           journal=journal))
+        log.info("desk %s: round %d of %s read on channel %s (seed %d, %s)", tid, number,
+                 ", ".join(r.block for r in rounds), ch, seed, journal)
+        return {"channel": ch, "blocks": [r.block for r in rounds], "seed": seed,
+                "journal": journal}
+
+    async def extra_card(self, tid: str, number: int, block: str) -> Tournament:
+        """Read one more card on the round's channel (a final's tie)."""
+        t = self.get(tid)
+        r = t.round_of(block, number)
+        if r is None or r.reading is None:
+            raise Conflict(f"round {number} of block {block} is not being read",
+                           "start the round first")
+        state = self.reading_state(r)
+        if not state or state["state"] != "live":
+            raise Conflict(f"channel {r.reading.channel} is no longer reading round {number} "
+                           f"of block {block}", "read the extra card from the console")
+        svc = self._channel(r.reading.channel)
+        assert svc is not None
+        try:
+            await svc.runtime.submit(ExtraCard())
+        except ReaderError as e:
+            raise Conflict(f"channel {r.reading.channel}: {e}",
+                           "the extra card is read once the planned cards are over") from None
+        return await self.change(tid, lambda t: ops.extra_card(t, block, number))
+
+    async def close_round(self, tid: str, number: int, blocks: Sequence[str] | None
+                          ) -> list[str]:
+        """Rule 18 once the mats are ready for the next match: each channel reading this round
+        (and done with its cards) reads 「ありがとうございました」 and the move call. Returns the
+        channels closed."""
+        t = self.get(tid)
+        rounds = [r for r in t.rounds if r.number == number
+                  and (blocks is None or r.block in blocks)]
+        if not rounds:
+            raise NotFound(f"round {number} is not paired", "")
+        done: list[str] = []
+        for r in rounds:
+            state = self.reading_state(r)
+            if not state or state["state"] != "live" or r.reading is None:
+                continue
+            ch = r.reading.channel
+            if ch in done or state.get("phase") != "finished":
+                continue
+            svc = self._channel(ch)
+            assert svc is not None
+            try:
+                await svc.runtime.submit(Close())
+            except ReaderError as e:
+                raise Conflict(f"channel {ch}: {e}", "wait until its cards are read") from None
+            done.append(ch)
+        if not done:
+            raise Conflict(f"no channel has finished reading round {number}",
+                           "close a round once its cards are read")
+        return done
+
+    async def _reconcile(self, t: Tournament) -> None:
+        """A start cut short by a crash: the round said `starting`. If its channel's latest
+        journal began after the request, that match is the round's; otherwise the start never
+        reached the channel and the round waits to be started again."""
+        for r in t.rounds:
+            if r.reading is None or r.reading.status is not ReadingStatus.STARTING:
+                continue
+            svc = self._channel(r.reading.channel)
+            path = svc.runtime.journal_path if svc is not None else None
+            began = _journal_time(path.name) if path is not None else None
+            try:
+                asked = datetime.fromisoformat(r.reading.requested_at)
+            except ValueError:
+                asked = None
+            if began is not None and asked is not None and began >= asked and svc is not None:
+                engine = svc.runtime.engine
+                seed = engine.deck.seed if engine is not None else 0
+                assert path is not None
+                await self.change(t.id, partial(_confirm, block=r.block, number=r.number,
+                                                seed=seed, journal=path.name))
+                log.warning("desk %s: round %d of block %s: the start was interrupted; its "
+                            "channel match %s is the round's", t.id, r.number, r.block,
+                            path.name)
+            else:
+                await self.change(t.id, partial(_undo, block=r.block, number=r.number,
+                                                reading=None))
+                log.warning("desk %s: round %d of block %s: the start was interrupted before "
+                            "its channel read it; start it again", t.id, r.number, r.block)
+
+    def block_of_channel_referee(self, channel: str) -> list[dict[str, Any]]:
+        svc = self._channel(channel)
+        if svc is None:
+            return []
+        out: list[dict[str, Any]] = svc.referees()
+        return out
+

@@ -1,0 +1,123 @@
+"""The desk's paper: a round's pairings (by mat, and every player's mat by name: rule 18's move)
+and the standings, as A4 pages in Japanese with large type, one block a page. Plain HTML and
+CSS printed from the browser; nothing fetched from outside."""
+
+from __future__ import annotations
+
+from html import escape
+
+from desk.model import Player, Round, Tournament
+from desk.standings import final_places, outcomes, standings
+from desk.views import next_mats
+
+COLOUR_JA = {"blue": "青", "pink": "桃", "yellow": "黄", "green": "緑", "orange": "橙"}
+OUTCOME_JA = {"win": "勝", "draw": "分", "loss": "負"}
+
+STYLE = """
+@page { size: A4; margin: 12mm 12mm 14mm; }
+* { box-sizing: border-box; }
+body { font-family: "Noto Sans CJK JP", "Noto Sans JP", "Hiragino Sans", "Yu Gothic",
+       sans-serif; font-size: 15pt; color: #000; margin: 0; }
+section { page-break-after: always; break-after: page; }
+section:last-child { page-break-after: auto; break-after: auto; }
+h1 { font-size: 24pt; margin: 0 0 2mm; }
+h2 { font-size: 20pt; margin: 0 0 4mm; }
+.sub { font-size: 12pt; color: #333; margin-bottom: 5mm; }
+table { width: 100%; border-collapse: collapse; margin-bottom: 6mm; }
+th, td { border: 0.4mm solid #000; padding: 2mm 3mm; text-align: left; vertical-align: middle; }
+th { background: #eee; font-size: 12pt; }
+td.num, th.num { text-align: center; width: 1%; white-space: nowrap; }
+td.mat { font-size: 22pt; font-weight: bold; text-align: center; width: 18mm; }
+.kana { font-size: 10pt; color: #333; display: block; }
+.club { font-size: 11pt; color: #333; }
+.vs { text-align: center; width: 10mm; font-size: 12pt; }
+.moves { columns: 2; column-gap: 8mm; font-size: 14pt; }
+.moves div { break-inside: avoid; padding: 1mm 0; border-bottom: 0.2mm solid #999; }
+.moves b { float: right; font-size: 16pt; }
+.place { font-weight: bold; }
+@media screen { body { max-width: 210mm; margin: 0 auto; padding: 8mm; }
+                section { border-bottom: 2px dashed #999; margin-bottom: 10mm; } }
+"""
+
+
+def _doc(title: str, body: str) -> str:
+    return (f'<!doctype html><html lang="ja"><head><meta charset="utf-8">'
+            f'<title>{escape(title)}</title><style>{STYLE}</style></head><body>{body}'
+            "</body></html>")
+
+
+def _name(p: Player | None) -> str:
+    if p is None:
+        return "?"
+    kana = f'<span class="kana">{escape(p.furigana)}</span>' if p.furigana else ""
+    return f"{kana}{escape(p.name)}"
+
+
+def round_title(t: Tournament, r: Round) -> str:
+    return "決勝戦" if r.final else f"第{r.number}試合"
+
+
+def round_page(t: Tournament, number: int) -> str:
+    sections = []
+    for r in sorted((r for r in t.rounds if r.number == number), key=lambda r: r.block):
+        rows = []
+        for m in r.matches:
+            cells = []
+            res = outcomes(m.players, m.result, r.final) if m.result else {}
+            for i, no in enumerate(m.players):
+                p = t.player(no)
+                score = ""
+                if m.result is not None:
+                    score = f" <b>{m.result.cards[i]}枚 {OUTCOME_JA[res[no].value]}</b>"
+                cells.append(f'<td>{_name(p)} <span class="club">{escape(p.club if p else "")}'
+                             f"</span>{score}</td>")
+            if len(cells) == 3:
+                rest = f'{cells[1]}<td class="vs">対</td>{cells[2]}'
+            else:
+                rest = cells[1].replace("<td>", '<td colspan="3">', 1)
+            rows.append(f'<tr><td class="mat">{m.mat}</td>{cells[0]}<td class="vs">対</td>'
+                        f"{rest}</tr>")
+        moves = next_mats(t, r.block) if t.rounds_of(r.block)[-1].number == number else None
+        move_html = ""
+        if moves is not None:
+            items = "".join(f"<div>{escape(s['name'])} <b>マット {s['mat']}</b></div>"
+                            for s in moves["seats"])
+            move_html = f'<h2>移動（名前順）</h2><div class="moves">{items}</div>'
+        colour = COLOUR_JA.get(r.colour, r.colour)
+        sections.append(
+            f"<section><h1>{escape(t.name)} {round_title(t, r)}</h1>"
+            f'<div class="sub">{escape(t.day)}　{escape(r.block)}ブロック　札の色: {colour}　'
+            f"読む枚数: {t.settings.cards}枚</div>"
+            '<table><thead><tr><th class="num">マット</th>'
+            '<th colspan="5">対戦（3人の組は上位2名が勝ち）</th></tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table>{move_html}</section>")
+    return _doc(f"{t.name} 第{number}試合", "".join(sections))
+
+
+def standings_page(t: Tournament) -> str:
+    sections = []
+    for b in t.blocks:
+        places = final_places(t, b.name)
+        rows = []
+        for s in standings(t, b.name):
+            p = t.player(s.no)
+            place = {1: "優勝", 2: "準優勝"}.get(places.get(s.no, 0), "")
+            mark = "（抽選）" if s.by_lottery else ""
+            withdrawn = "（棄権）" if s.withdrawn else ""
+            rows.append(
+                f'<tr><td class="num">{s.rank}</td><td>{_name(p)}{withdrawn}</td>'
+                f'<td class="club">{escape(p.club if p else "")}</td>'
+                f'<td class="num">{s.wins}</td><td class="num">{s.draws}</td>'
+                f'<td class="num">{s.losses}</td><td class="num">{s.cards}</td>'
+                f'<td class="num">{s.lottery}{mark}</td><td class="place">{place}</td></tr>')
+        played = len([r for r in t.rounds_of(b.name) if not r.final])
+        sections.append(
+            f"<section><h1>{escape(t.name)} 成績</h1>"
+            f'<div class="sub">{escape(t.day)}　{escape(b.name)}ブロック　予選 {played} / '
+            f"{t.settings.rounds} 試合　順位: 勝ち数、取り札数、抽選（シード {t.lottery_seed}）"
+            "</div>"
+            '<table><thead><tr><th class="num">順位</th><th>名前</th><th>所属</th>'
+            '<th class="num">勝</th><th class="num">分</th><th class="num">負</th>'
+            '<th class="num">取り札</th><th class="num">抽選</th><th>決勝</th></tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table></section>")
+    return _doc(f"{t.name} 成績", "".join(sections) or "<p>ブロックがまだありません</p>")

@@ -1,0 +1,105 @@
+"""The WebSocket protocol of a channel (`/ws/channels/{ch}`), as models: what the server sends
+and what a client may send. `/api/ws-protocol.json` serves it as a JSON Schema document; the
+tests check real sessions against these models."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from .models import ChannelState, RefereeId
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Hello(_Message):
+    """First message after the connection opens: who this connection is."""
+
+    type: Literal["hello"]
+    role: Literal["viewer", "referee", "operator"]
+    referee: str | None = Field(description="the referee's id (a referee's token)")
+    channel: str
+
+
+class State(ChannelState):
+    """The channel's full state (as `GET /api/channels/{ch}`), on connect and after every
+    change; `seq` rises with every state (a new connection may start lower: after `hello`,
+    take the next state whatever its number)."""
+
+    type: Literal["state"]
+
+
+class Pong(_Message):
+    """The answer to a ping, with the channel's latest `seq`."""
+
+    type: Literal["pong"]
+    seq: int
+
+
+class Error(_Message):
+    """A message that could not be applied (only the sender is told)."""
+
+    type: Literal["error"]
+    error: Literal["too_large", "bad_message", "forbidden", "illegal_move"] | str
+    detail: str
+
+
+class _ClientMessage(BaseModel):
+    # strict: `true` is not a number, and nothing unknown is taken
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class HoldMessage(_ClientMessage):
+    """Raise the sender's hand (a referee of this channel its own; the operator `referee`'s,
+    default @operator). The same rule as PUT .../holds/{referee}."""
+
+    type: Literal["hold"]
+    referee: RefereeId | None = None
+
+
+class ReleaseMessage(_ClientMessage):
+    """Lower the sender's hand (the same rule)."""
+
+    type: Literal["release"]
+    referee: RefereeId | None = None
+
+
+class Ping(_ClientMessage):
+    """Keep-alive (a phone should ping every ~10 s and reconnect after ~25 s of silence)."""
+
+    type: Literal["ping"]
+
+
+class Sync(_ClientMessage):
+    """A clock probe (speaker pages): answered at once with the same `id` and `c` and `s`,
+    the timeline's time."""
+
+    type: Literal["sync"]
+    id: int | float | None = Field(None, allow_inf_nan=False)
+    c: float | None = Field(None, allow_inf_nan=False)
+
+
+ServerMessage = Annotated[Hello | State | Pong | Error, Field(discriminator="type")]
+ClientMessage = Annotated[HoldMessage | ReleaseMessage | Ping | Sync,
+                          Field(discriminator="type")]
+SERVER = TypeAdapter(ServerMessage)
+CLIENT = TypeAdapter(ClientMessage)
+
+
+def protocol_schema() -> dict[str, Any]:
+    """A JSON Schema document with both directions."""
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "yomite channel WebSocket (/ws/channels/{ch})",
+        "description": (
+            "Connect to /ws/channels/{ch} (a referee or the operator adds ?token=...; a "
+            "browser must come from the server's own origin). Every message is one JSON "
+            "object with a `type`. The server sends `hello`, then `state` at once and after "
+            "every change; a client sends `hold`, `release`, `ping` or `sync` (at most 4096 "
+            "bytes; a referee's or viewer's socket at most 50 a second, bursts of 200)."),
+        "server_to_client": SERVER.json_schema(ref_template="#/server_to_client/$defs/{model}"),
+        "client_to_server": CLIENT.json_schema(ref_template="#/client_to_server/$defs/{model}"),
+    }

@@ -1,0 +1,91 @@
+"""The match history of a channel: every journal in its folder (today's and earlier days',
+the versions before this one too), newest first, with the wall-clock start of each, and each
+match's log and timeline as JSON or CSV."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi import Path as PathParam
+from fastapi.responses import Response
+
+from reader.errors import JournalError
+from reader.journal import read_journal
+
+from ..deps import Ch, Op
+from ..errors import ApiError
+from ..hall import ChannelService
+from ..models import ERRORS, HistoryEntry
+from .matches import LOG_RESPONSES, log_response
+
+router = APIRouter(tags=["history"], responses=ERRORS)
+
+MATCH_ID = r"^[0-9]{8}T[0-9]{6}\.[0-9]{6}-seed[0-9]{1,16}$"
+
+
+def _files(svc: ChannelService) -> list[Path]:
+    assert svc.runtime is not None
+    return sorted(svc.runtime.journal_dir.glob("*.jsonl"), reverse=True)
+
+
+def summary(path: Path, current: Path | None) -> dict[str, Any]:
+    """One line of the history: when, which deck, how far it went."""
+    base: dict[str, Any] = {"id": path.stem, "current": path == current}
+    try:
+        c = read_journal(path, replayable=False)
+    except (JournalError, OSError, ValueError) as e:
+        return {**base, "error": str(e)}
+    h = c.header
+    deck = h.get("deck", {})
+    wall = h.get("wall")
+    start = next((r for r in c.records if r.get("event", {}).get("type") in ("start", "bow")),
+                 None)
+    started_at = None
+    if wall and start is not None:
+        try:
+            at = datetime.fromisoformat(wall) + timedelta(seconds=float(start["t"]) - float(h["t"]))
+            started_at = at.isoformat()
+        except (KeyError, TypeError, ValueError):
+            started_at = None
+    read = sum(1 for r in c.records for f in r.get("facts", ()) if f.get("fact") == "card_read")
+    return {**base, "version": h.get("version"), "prepared_at": wall, "started_at": started_at,
+            "seed": deck.get("seed"), "colors": deck.get("colors", []), "cards": h.get("cards"),
+            "cards_read": read, "phase": c.records[-1].get("phase") if c.records else "ready",
+            "records": len(c.records)}
+
+
+@router.get("/api/channels/{ch}/matches", response_model=list[HistoryEntry])
+async def history(svc: Ch, _p: Op,
+                  limit: Annotated[int, Query(ge=1, le=500)] = 50) -> list[dict[str, Any]]:
+    """The channel's matches, newest first: `id`, `prepared_at` and `started_at` (wall
+    clock, UTC), seed, colours, cards planned and read, the last phase, and which one is the
+    current match."""
+    assert svc.runtime is not None
+    current = svc.runtime.journal_path
+    files = _files(svc)[:limit]
+    return await asyncio.to_thread(lambda: [summary(f, current) for f in files])
+
+
+@router.get("/api/channels/{ch}/matches/{match}/log", response_model=None,
+            responses=LOG_RESPONSES)
+async def past_log(svc: Ch, _p: Op,
+                   match: Annotated[str, PathParam(pattern=MATCH_ID, max_length=64)],
+                   format: Annotated[str, Query(pattern="^(json|csv)$")] = "json"
+                   ) -> Response | dict[str, Any]:
+    """A past (or the current) match's journal and timeline, as JSON or CSV."""
+    path = next((f for f in _files(svc) if f.stem == match), None)
+    if path is None:
+        raise ApiError(404, "no_match", f"channel {svc.name} has no match {match!r}",
+                       "GET .../matches lists them")
+    try:
+        c = await asyncio.to_thread(read_journal, path, replayable=False)
+    except (JournalError, OSError) as e:
+        raise ApiError(422, "bad_journal", str(e), "the file is damaged") from None
+    # formatting a long journal takes a while: never on the event loop
+    return await asyncio.to_thread(log_response, f"{svc.name}-{match}", c.header,
+                                   list(c.records), int(c.header.get("rate", 48000)),
+                                   str(path), format)

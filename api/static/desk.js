@@ -1,0 +1,484 @@
+/* The tournament desk: entries, blocks, referees' mats, rounds (pair, start the reading, the
+   results as they arrive, corrections), standings, paper and files. Everything comes from the
+   server's view of the tournament (GET /api/tournaments/{t}), fetched again whenever its
+   version rises (a long poll); the readers' phases come live from the channels' WebSockets. */
+"use strict";
+
+(function () {
+  const { t, el } = Y;
+  const TOKEN_KEY = "yomite.operator";
+  const TOURNAMENT_KEY = "yomite.desk.tournament";
+  const $ = (id) => document.getElementById(id);
+
+  let token = null;
+  let view = null; // the desk's view of the open tournament
+  let tid = Y.load(TOURNAMENT_KEY);
+  let tab = "rounds";
+  let polling = 0; // the id of the running long poll (a newer one replaces it)
+  const channels = new Map(); // channel name -> Y.Channel
+  const channelState = new Map(); // channel name -> its latest state
+
+  const tp = (p = "") => `/api/tournaments/${encodeURIComponent(tid)}${p}`;
+
+  // ------------------------------------------------------------------ token
+  function tokenFromUrl() {
+    const h = new URLSearchParams(location.hash.slice(1));
+    const tok = h.get("token");
+    if (tok) history.replaceState(null, "", location.pathname + location.search);
+    return tok;
+  }
+
+  async function tryToken(tok) {
+    try {
+      const s = await Y.api("GET", "/api/session", { token: tok });
+      if (s.role !== "operator") throw new Y.ApiError(403, "forbidden", t("token_wrong"), "");
+    } catch (e) {
+      Y.showError(e);
+      if (e.status === 0) { setTimeout(() => tryToken(tok), 3000); return; }
+      Y.save(TOKEN_KEY, null);
+      $("token-box").hidden = false;
+      $("app").hidden = true;
+      return;
+    }
+    token = tok;
+    Y.save(TOKEN_KEY, tok);
+    $("token-box").hidden = true;
+    $("app").hidden = false;
+    Y.showConnection($("conn"), "online");
+    await loadList();
+  }
+
+  $("token-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const tok = $("token").value.trim();
+    if (tok) tryToken(tok);
+  });
+
+  async function call(method, path, body) {
+    try {
+      return await Y.api(method, path, { token, body });
+    } catch (e) {
+      Y.showError(e);
+      throw e;
+    }
+  }
+
+  // ------------------------------------------------------------------ tournaments
+  async function loadList() {
+    const list = await call("GET", "/api/tournaments");
+    const sel = $("tournament");
+    sel.replaceChildren(...list.map((x) => el("option", { value: x.id }, `${x.name} (${x.id})`)));
+    $("t-pick").hidden = list.length === 0;
+    if (!list.some((x) => x.id === tid)) tid = list.length ? list[list.length - 1].id : null;
+    if (tid) {
+      sel.value = tid;
+      await open(tid);
+    } else {
+      $("t-app").hidden = true;
+    }
+  }
+
+  $("tournament").addEventListener("change", () => open($("tournament").value));
+
+  async function open(id) {
+    tid = id;
+    Y.save(TOURNAMENT_KEY, id);
+    view = await call("GET", tp());
+    $("t-app").hidden = false;
+    $("new-box").hidden = true;
+    render();
+    poll();
+  }
+
+  $("new-form").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const body = { name: $("new-name").value.trim(), day: $("new-day").value.trim(),
+      rounds: Number($("new-rounds").value) || null, cards: Number($("new-cards").value) || null };
+    const id = $("new-id").value.trim();
+    if (id) body.id = id;
+    const v = await call("POST", "/api/tournaments", body);
+    tid = v.id;
+    await loadList();
+  });
+
+  async function poll() {
+    const me = ++polling;
+    while (me === polling && tid) {
+      try {
+        const v = await Y.api("GET", `${tp()}?after=${view ? view.version : -1}`, { token });
+        if (me !== polling) return;
+        Y.showConnection($("conn"), "online");
+        if (!view || v.version !== view.version || JSON.stringify(v.rounds.map((r) => r.live))
+            !== JSON.stringify(view.rounds.map((r) => r.live))) {
+          view = v;
+          render();
+        }
+      } catch (e) {
+        Y.showConnection($("conn"), "reconnecting");
+        await new Promise((r) => setTimeout(r, 2000));
+      }
+    }
+  }
+
+  function refreshWith(v) {
+    if (v && v.id === tid && typeof v.version === "number") {
+      view = v;
+      render();
+    }
+  }
+
+  // ------------------------------------------------------------------ tabs
+  for (const b of document.querySelectorAll("#tabs button")) {
+    b.addEventListener("click", () => { tab = b.dataset.tab; render(); });
+  }
+
+  function renderTabs() {
+    for (const b of document.querySelectorAll("#tabs button")) {
+      b.setAttribute("aria-selected", String(b.dataset.tab === tab));
+    }
+    for (const s of document.querySelectorAll(".tab")) s.hidden = s.id !== `tab-${tab}`;
+  }
+
+  // ------------------------------------------------------------------ rendering
+  function render() {
+    if (!view) return;
+    $("t-title").textContent = `${view.name}${view.day ? "　" + view.day : ""}`;
+    const pub = $("public-link");
+    pub.href = `/standings/${encodeURIComponent(view.id)}`;
+    pub.hidden = false;
+    renderTabs();
+    renderPlayers();
+    renderBlocks();
+    renderReferees();
+    renderRounds();
+    renderStandings();
+    renderFiles();
+    watchChannels();
+  }
+
+  function who(p) {
+    return el("span", { class: "who" }, p.furigana ? el("span", { class: "kana" }, p.furigana) : "",
+      p.name, p.club ? el("span", { class: "kana" }, p.club) : "");
+  }
+
+  function renderPlayers() {
+    $("players-count").textContent = t("players_n", { n: view.players.length });
+    const rows = view.players.map((p) => {
+      const out = p.withdrawn_round !== null;
+      const status = out ? t("withdrawn_from", { n: p.withdrawn_round })
+        : (p.joined_round > 1 ? t("joins_from", { n: p.joined_round }) : t("active"));
+      const btn = el("button", { class: "btn small", type: "button" },
+        out ? t("reinstate") : t("withdraw"));
+      btn.addEventListener("click", async () => {
+        refreshWith(await call("PATCH", tp(`/players/${p.no}`), { withdrawn: !out }));
+      });
+      return el("tr", { class: out ? "withdrawn" : "", "data-no": p.no },
+        el("td", {}, String(p.no)), el("td", {}, p.name), el("td", {}, p.furigana),
+        el("td", {}, p.club), el("td", {}, p.grade), el("td", {}, p.block || ""),
+        el("td", {}, status), el("td", {}, btn));
+    });
+    $("players").tBodies[0].replaceChildren(...rows);
+  }
+
+  $("csv-form").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const f = $("csv-file").files[0];
+    if (!f) return;
+    const res = await fetch(tp("/entries.csv"), { method: "POST", body: await f.arrayBuffer(),
+      headers: { Authorization: `Bearer ${token}`, "Content-Type": "text/csv" } });
+    const data = await res.json();
+    if (!res.ok) {
+      Y.showError(new Y.ApiError(res.status, data.error, data.detail, data.hint));
+      return;
+    }
+    for (const w of data.warnings) Y.showError(new Y.ApiError(200, "warning", w, ""));
+    $("csv-file").value = "";
+    refreshWith(data.tournament);
+  });
+
+  $("add-form").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const p = { name: $("add-name").value.trim(), furigana: $("add-furigana").value.trim(),
+      club: $("add-club").value.trim(), grade: $("add-grade").value.trim() };
+    const b = $("add-block").value.trim().toUpperCase();
+    if (b) p.block = b;
+    const data = await call("POST", tp("/entries"), { players: [p], late: view.blocks.length > 0 });
+    for (const id of ["add-name", "add-furigana", "add-club", "add-grade", "add-block"]) $(id).value = "";
+    refreshWith(data.tournament);
+  });
+
+  function channelOptions(selected) {
+    const names = [...new Set([...(window.DESK_CHANNELS || []), selected].filter(Boolean))];
+    return names.map((n) => el("option", { value: n, ...(n === selected ? { selected: "" } : {}) }, n));
+  }
+
+  function renderBlocks() {
+    $("drawn").textContent = view.draw.seed === null ? ""
+      : t("drawn_with", { method: t(`m_${view.draw.method}`), seed: view.draw.seed });
+    const rows = view.blocks.map((b) => {
+      const ch = el("select", {}, ...channelOptions(b.channel));
+      const col = el("select", {}, ...Y.COLOURS.map((c) => el("option",
+        { value: c, ...(c === b.colours[b.colours.length - 1] ? { selected: "" } : {}) }, t(c))));
+      const mat = el("input", { type: "number", min: "1", max: "999", value: String(b.first_mat) });
+      const save = el("button", { class: "btn small", type: "button" }, t("save"));
+      save.addEventListener("click", async () => {
+        refreshWith(await call("PATCH", tp(`/blocks/${b.name}`), {
+          channel: ch.value || null, colours: [col.value], first_mat: Number(mat.value) }));
+      });
+      return el("tr", { "data-block": b.name }, el("td", {}, b.name), el("td", {}, String(b.players)),
+        el("td", {}, ch), el("td", {}, col), el("td", {}, mat),
+        el("td", {}, `${b.mats[0]}–${b.mats[1]}`), el("td", {}, save));
+    });
+    $("blocks").tBodies[0].replaceChildren(...rows);
+  }
+
+  $("draw-form").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const body = { blocks: Number($("draw-count").value), method: $("draw-method").value };
+    if ($("draw-seed").value !== "") body.seed = Number($("draw-seed").value);
+    refreshWith(await call("POST", tp("/blocks/draw"), body));
+  });
+
+  async function renderReferees() {
+    if (tab !== "referees") return;
+    let data;
+    try {
+      data = await Y.api("GET", tp("/referees"), { token });
+    } catch (_e) { return; }
+    const box = $("referees");
+    const parts = [];
+    for (const [ch, refs] of Object.entries(data.channels)) {
+      const blocks = view.blocks.filter((b) => b.channel === ch).map((b) => `${b.name} (${b.mats[0]}–${b.mats[1]})`);
+      const items = refs.map((r) => {
+        const have = data.assigned.find((a) => a.referee === r.id);
+        const input = el("input", { type: "text", value: have ? have.mats.join(",") : "",
+          placeholder: "1,2", "data-referee": r.id, size: "8" });
+        const b = el("button", { class: "btn small", type: "button" }, t("assign"));
+        b.addEventListener("click", async () => {
+          const mats = input.value.split(/[,\s、]+/).filter(Boolean).map(Number);
+          refreshWith(await call("PUT", tp(`/referees/${r.id}`), { mats }));
+          renderReferees();
+        });
+        return el("li", {}, el("span", { class: "who" }, r.name, r.connected ? " ●" : ""), " ", input, " ", b);
+      });
+      parts.push(el("div", { class: "round" }, el("h3", {}, `${t("channel")}: ${ch}`, " ",
+        el("span", { class: "muted" }, blocks.join(", "))),
+        el("p", {}, el("a", { href: `/results/${encodeURIComponent(ch)}`, target: "_blank" }, t("results_link"))),
+        items.length ? el("ul", {}, ...items) : el("p", { class: "muted" }, t("not_joined"))));
+    }
+    box.replaceChildren(...parts);
+  }
+
+  function liveOf(r) {
+    const live = r.live;
+    if (!live) return { key: "paired", text: t("r_paired") };
+    if (live.state === "live") {
+      // the channel's own state, if it is the same match and newer than the desk's view
+      const s = channelState.get(live.channel);
+      const m = s && s.match && r.reading && s.match.seed === r.reading.seed ? s.match : live;
+      const phase = m.phase;
+      const key = m.paused ? "paused" : (["finished", "closed"].includes(phase) ? "finished"
+        : (["ready", "aborted"].includes(phase) ? phase : "reading"));
+      const card = m.card ? ` ${t("card_of", { n: m.card, total: m.cards_total })}` : "";
+      return { key, phase, text: (m.paused ? t("paused") : t(`phase_${phase}`)) + card };
+    }
+    return { key: live.state, text: t(`r_${live.state}`) };
+  }
+
+  function latestRound() {
+    const nums = view.rounds.map((r) => r.number);
+    return nums.length ? Math.max(...nums) : 0;
+  }
+
+  function renderRounds() {
+    const n = latestRound();
+    const current = view.rounds.filter((r) => r.number === n);
+    const final = current.length && current[0].final;
+    const start = $("start-round");
+    start.hidden = !n;
+    start.textContent = final ? t("start_final") : t("start_round", { n });
+    start.disabled = !current.some((r) => !r.reading);
+    $("pair-next").disabled = !view.blocks.some((b) => b.next.step === "pair");
+    $("pair-final").disabled = !view.blocks.some((b) => b.next.step === "final");
+    // a mat without its result is shown on its round (results n / total); the list is for
+    // what needs the desk: more cards than read, a tied final, a pairing to redo, a channel
+    const flags = view.flags.filter((f) => f.code !== "missing_result" && f.code !== "no_referee");
+    $("flags").replaceChildren(...flags.slice(0, 12).map((f) =>
+      el("div", { class: `flag ${f.level}`, "data-code": f.code },
+        `${f.block}${f.round ? " " + t("round_n", { n: f.round }) : ""}${f.mat ? " " + t("mat_n", { n: f.mat }) : ""}: ${t(`f_${f.code}`)} — ${f.detail}`)));
+    const cards = view.blocks.map((b) => {
+      const r = view.rounds.filter((x) => x.block === b.name).sort((x, y) => y.number - x.number)[0];
+      const head = el("h3", {}, `${b.name}`, " ",
+        r ? (r.final ? t("final") : t("round_n", { n: r.number })) : "", " ",
+        r ? Y.colourChip(r.colour) : "");
+      if (!r) return el("div", { class: "round", "data-block": b.name }, head,
+        el("p", { class: "muted" }, t(`step_${b.next.step}`, { n: b.next.round })));
+      const st = liveOf(r);
+      head.append(el("span", { class: "state", "data-state": st.key }, st.text),
+        el("span", { class: "muted" }, t("results_n", { n: r.results, total: r.matches.length })));
+      const body = r.matches.map((m) => matchRow(r, m));
+      const extra = [];
+      if (st.phase === "finished") {
+        const c = el("button", { class: "btn small close-round", type: "button" }, t("close_round"));
+        c.addEventListener("click", async () => {
+          refreshWith((await call("POST", tp(`/rounds/${r.number}/close`), { blocks: [r.block] })).tournament);
+        });
+        extra.push(c);
+      }
+      if (r.final && r.reading) {
+        const x = el("button", { class: "btn small", type: "button" }, t("extra_card"));
+        x.addEventListener("click", async () => {
+          refreshWith(await call("POST", tp(`/rounds/${r.number}/extra-card`), { block: r.block }));
+        });
+        extra.push(x);
+      }
+      return el("div", { class: "round", "data-block": b.name, "data-round": r.number }, head,
+        el("p", { class: "muted" }, t(`step_${b.next.step}`, { n: b.next.round }), " · ",
+          t("cards_read", { n: r.cards_read }), ...(r.notes.length ? [" · ", r.notes.join("; ")] : [])),
+        ...body, ...extra);
+    });
+    $("rounds").replaceChildren(...cards);
+  }
+
+  function matchRow(r, m) {
+    const inputs = [];
+    const seats = m.players.map((p, i) => {
+      const input = el("input", { type: "number", min: "0", max: "100",
+        value: m.result ? String(m.result.cards[i]) : "", "aria-label": `${p.name}` });
+      inputs.push(input);
+      const o = m.outcome ? m.outcome[i] : "";
+      return el("div", { class: "seat" }, who(p), input,
+        el("span", { class: `o ${o}` }, o ? t(`o_${o}`) : ""));
+    });
+    let tiebreak = null;
+    if (r.final && m.result && new Set(m.result.cards).size === 1) {
+      tiebreak = el("select", { "aria-label": t("who_took_extra") },
+        el("option", { value: "" }, t("who_took_extra")),
+        ...m.players.map((p) => el("option", { value: String(p.no),
+          ...(m.result.tiebreak === p.no ? { selected: "" } : {}) }, p.name)));
+    }
+    const send = el("button", { class: "btn small", type: "button" }, t("enter"));
+    send.addEventListener("click", async () => {
+      const cards = {};
+      m.players.forEach((p, i) => { cards[p.no] = Number(inputs[i].value || 0); });
+      const body = { cards };
+      if (tiebreak && tiebreak.value) body.tiebreak = Number(tiebreak.value);
+      await call("PUT", tp(`/rounds/${r.number}/mats/${m.mat}`), body);
+      view = await call("GET", tp());
+      render();
+    });
+    const flagged = r.flags.some((f) => f.mat === m.mat && f.level === "error" && f.code !== "missing_result");
+    const meta = el("div", { class: "meta" }, m.referee ? `${t("referee")}: ${m.referee.name}` : "",
+      m.result ? ` · ${m.result.by.split(" ").slice(-1)[0]}` : "");
+    return el("div", { class: `match${flagged ? " flagged" : ""}${m.result ? "" : " missing"}`, "data-mat": m.mat },
+      el("div", { class: "mat" }, String(m.mat)),
+      el("div", { class: "seats" }, ...seats, meta),
+      el("div", {}, ...(tiebreak ? [tiebreak, " "] : []), send));
+  }
+
+  $("pair-next").addEventListener("click", async () => {
+    const blocks = view.blocks.filter((b) => b.next.step === "pair").map((b) => b.name);
+    refreshWith(await call("POST", tp("/rounds"), { blocks }));
+  });
+  $("pair-final").addEventListener("click", async () => {
+    const blocks = view.blocks.filter((b) => b.next.step === "final").map((b) => b.name);
+    refreshWith(await call("POST", tp("/final"), { blocks }));
+  });
+  $("start-round").addEventListener("click", async () => {
+    const n = latestRound();
+    const data = await call("POST", tp(`/rounds/${n}/start`), {});
+    refreshWith(data.tournament);
+  });
+
+  function standingsTable(rows) {
+    return el("table", { class: "grid-table" },
+      el("thead", {}, el("tr", {}, ...["rank", "name", "club", "wins", "draws", "losses", "cards", "lottery"]
+        .map((k) => el("th", {}, t(k))), el("th", {}))),
+      el("tbody", {}, ...rows.map((s) => el("tr", { class: s.withdrawn ? "withdrawn" : "", "data-no": s.no },
+        el("td", {}, String(s.rank)), el("td", {}, s.name), el("td", {}, s.club),
+        el("td", {}, String(s.wins)), el("td", {}, String(s.draws)), el("td", {}, String(s.losses)),
+        el("td", {}, String(s.cards)), el("td", { title: s.by_lottery ? t("by_lottery") : "" },
+          `${s.lottery}${s.by_lottery ? " *" : ""}`),
+        el("td", {}, s.final_place === 1 ? t("winner") : s.final_place === 2 ? t("runner_up") : "")))));
+  }
+
+  function renderStandings() {
+    $("lottery").textContent = t("lottery_seed", { seed: view.lottery_seed });
+    $("standings").replaceChildren(...view.blocks.map((b) => el("div", { class: "round", "data-block": b.name },
+      el("h3", {}, b.name), standingsTable(view.standings[b.name] || []))));
+  }
+
+  async function download(path, name) {
+    const res = await fetch(path, { headers: { Authorization: `Bearer ${token}` } });
+    if (!res.ok) { Y.showError(new Y.ApiError(res.status, "download", res.statusText, "")); return; }
+    const url = URL.createObjectURL(await res.blob());
+    const a = el("a", { href: url, download: name });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+  }
+
+  function renderFiles() {
+    const id = encodeURIComponent(view.id);
+    const n = latestRound();
+    const links = [];
+    if (n) {
+      links.push(el("a", { href: `/print/${id}/rounds/${n}`, target: "_blank" }, t("print_round", { n })));
+      links.push(el("a", { href: tp(`/rounds/${n}.csv`) }, t("csv_round", { n })));
+    }
+    links.push(el("a", { href: `/print/${id}/standings`, target: "_blank" }, t("print_standings")));
+    links.push(el("a", { href: tp("/standings.csv") }, t("csv_standings")));
+    const players = el("a", { href: "#" }, t("csv_players"));
+    players.addEventListener("click", (e) => { e.preventDefault(); download(tp("/players.csv"), `${view.id}-players.csv`); });
+    const exp = el("a", { href: "#", id: "export-link" }, t("export_json"));
+    exp.addEventListener("click", (e) => { e.preventDefault(); download(tp("/export"), `${view.id}.json`); });
+    links.push(players, exp, el("a", { href: `/standings/${id}`, target: "_blank" }, t("public_page")));
+    $("files").replaceChildren(...links.map((a) => el("li", {}, a)));
+    if (tab === "files") {
+      Y.api("GET", tp("/history"), { token }).then((h) => {
+        $("history").tBodies[0].replaceChildren(...h.slice(-50).reverse().map((c) => el("tr", {},
+          el("td", {}, c.at.replace("T", " ").slice(0, 19)), el("td", {}, t("round_n", { n: c.round })),
+          el("td", {}, t("mat_n", { n: c.mat })),
+          el("td", {}, `${c.before ? c.before.cards.join("-") : "—"} → ${c.after.cards.join("-")}`),
+          el("td", {}, c.by))));
+      }).catch(() => {});
+    }
+  }
+
+  $("import-form").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const f = $("import-file").files[0];
+    if (!f) return;
+    const res = await fetch("/api/tournaments/import", { method: "POST", body: await f.text(),
+      headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" } });
+    const data = await res.json();
+    if (!res.ok) { Y.showError(new Y.ApiError(res.status, data.error, data.detail, data.hint)); return; }
+    tid = data.id;
+    await loadList();
+  });
+
+  // ------------------------------------------------------------------ the readers, live
+  function watchChannels() {
+    const want = new Set(view.blocks.map((b) => b.channel).filter(Boolean));
+    for (const name of want) {
+      if (channels.has(name)) continue;
+      const c = new Y.Channel(name, { token: () => token,
+        onState: (s) => { channelState.set(name, s); renderRounds(); },
+        onStatus: () => {} });
+      channels.set(name, c);
+      c.start();
+    }
+  }
+
+  // ------------------------------------------------------------------ start
+  Y.initI18n();
+  Y.onLang(() => render());
+  Y.api("GET", "/api/channels").then((list) => {
+    window.DESK_CHANNELS = list.map((c) => c.channel);
+    render();
+  }).catch(() => {});
+  const tok = tokenFromUrl() || Y.load(TOKEN_KEY);
+  if (tok) tryToken(tok);
+  else $("token-box").hidden = false;
+})();

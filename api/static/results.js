@@ -1,0 +1,110 @@
+/* A referee's results (rule 17): the mats the desk assigned this referee, the players now at
+   each, the cards each took. The referee's identity is the one it joined its channel with
+   (the referee page keeps it); nothing here can enter a mat that is not this referee's. */
+"use strict";
+
+(function () {
+  const { t, el } = Y;
+  const ch = decodeURIComponent(location.pathname.split("/").filter(Boolean)[1] || "main");
+  const me = Y.load(`yomite.referee.${ch}`); // {token, referee, name, channel}
+  const $ = (id) => document.getElementById(id);
+  const drafts = new Map(); // "round/mat" -> {no: cards} not yet sent
+  let data = [];
+
+  $("back").href = `/referee/${encodeURIComponent(ch)}`;
+  $("join-link").href = `/referee/${encodeURIComponent(ch)}`;
+
+  async function load() {
+    try {
+      data = await Y.api("GET", "/api/tournaments/assigned", { token: me.token });
+      Y.showConnection($("conn"), "online");
+      render();
+    } catch (e) {
+      Y.showConnection($("conn"), "reconnecting");
+      if (e.status === 401) { $("need-join").hidden = false; return; }
+    }
+  }
+
+  function key(t, m) { return `${t.tournament}/${m.round}/${m.mat}`; }
+
+  function render() {
+    const mats = data.flatMap((tt) => tt.matches.map((m) => ({ tt, m })));
+    $("no-mats").hidden = mats.length > 0;
+    $("intro").hidden = mats.length === 0;
+    $("mats").replaceChildren(...mats.map(({ tt, m }) => card(tt, m)));
+  }
+
+  function card(tt, m) {
+    const k = key(tt, m);
+    const draft = drafts.get(k) || Object.fromEntries(m.players.map((p, i) =>
+      [p.no, m.result ? m.result.cards[i] : 0]));
+    drafts.set(k, draft);
+    const sent = m.result && m.players.every((p, i) => m.result.cards[i] === draft[p.no]);
+    const read = m.cards_read;
+    const total = Object.values(draft).reduce((a, b) => a + b, 0);
+    const sum = el("p", { class: `sum${total > read ? " bad" : ""}` }, t("res_sum", { n: total, read }));
+    const rows = m.players.map((p) => {
+      const out = el("output", { "data-no": p.no }, String(draft[p.no]));
+      const step = (d) => {
+        draft[p.no] = Math.max(0, Math.min(read, draft[p.no] + d));
+        render();
+      };
+      const minus = el("button", { type: "button", "aria-label": `${p.name} −1`, class: "minus" }, "−");
+      const plus = el("button", { type: "button", "aria-label": `${p.name} +1`, class: "plus" }, "+");
+      minus.addEventListener("click", () => step(-1));
+      plus.addEventListener("click", () => step(1));
+      if (m.closed) { minus.disabled = true; plus.disabled = true; }
+      return el("div", { class: "player" },
+        el("div", { class: "name" }, p.furigana ? el("span", { class: "kana" }, p.furigana) : "", p.name),
+        el("div", { class: "stepper" }, minus, out, plus));
+    });
+    const parts = [el("h2", {}, t("mat_n", { n: m.mat }), " ",
+      m.final ? t("final") : t("round_n", { n: m.round }), Y.colourChip(m.colour),
+      el("span", { class: `state${sent ? " sent" : ""}` }, sent ? t("res_sent") : "")), ...rows, sum];
+    const tied = m.final && m.result && new Set(m.result.cards).size === 1;
+    if (tied) {
+      parts.push(el("p", {}, t("who_took_extra")));
+      parts.push(el("div", { class: "tiebreak" }, ...m.players.map((p) => {
+        const b = el("button", { type: "button", class: "btn", "aria-pressed": String(m.result.tiebreak === p.no),
+          "data-tiebreak": p.no }, p.name);
+        b.addEventListener("click", () => send(tt, m, draft, p.no));
+        return b;
+      })));
+    }
+    for (const f of m.flags.filter((x) => x.level === "error" && x.code !== "missing_result")) {
+      parts.push(el("p", { class: "flag" }, t(`f_${f.code}`)));
+    }
+    if (m.closed) parts.push(el("p", { class: "closed" }, t("res_closed")));
+    else {
+      const b = el("button", { type: "button", class: "btn primary send" }, t("res_send"));
+      b.addEventListener("click", () => send(tt, m, draft, null));
+      parts.push(b);
+    }
+    return el("section", { class: "mat-card", "data-mat": m.mat, "data-round": m.round }, ...parts);
+  }
+
+  async function send(tt, m, draft, tiebreak) {
+    const body = { cards: draft };
+    if (tiebreak !== null) body.tiebreak = tiebreak;
+    try {
+      await Y.api("PUT", `/api/tournaments/${encodeURIComponent(tt.tournament)}/rounds/${m.round}/mats/${m.mat}`,
+        { token: me.token, body });
+      Y.vibrate(60);
+      drafts.delete(key(tt, m));
+    } catch (e) {
+      Y.showError(e);
+    }
+    await load();
+  }
+
+  Y.initI18n();
+  Y.onLang(render);
+  if (!me || !me.token) {
+    $("need-join").hidden = false;
+    Y.showConnection($("conn"), "offline");
+    return;
+  }
+  $("me").textContent = `${t("referee")}: ${me.name}`;
+  load();
+  setInterval(load, 3000);
+})();

@@ -1,0 +1,489 @@
+/* The speaker page: this browser plays the channel's reading itself (Web Audio), in step with
+   the server's timeline and with every other speaker page.
+
+   Three clocks meet here (the approach of Snapcast: every client keeps time with the server and
+   plays each piece of audio at its timestamp):
+   - the timeline: the engine's clock on the server, in seconds. A schedule says that sample
+     `offset_s` of a clip sounds when the timeline reads `at_s`.
+   - performance.now(): this page's clock. ServerClock estimates timeline = f(performance) from
+     `sync` probes over the WebSocket (the probe's send and receive times bracket the server's
+     answer; the lowest-delay half of the last 40 probes gives the offset, a line through them
+     the drift, refreshed every second).
+   - the AudioContext's clock: OutputClock maps performance time to the context time whose
+     sample is *heard* then, from getOutputTimestamp() sampled every 20 ms (one reading jitters
+     by several ms: the median of the last half second is used, and a step, e.g. after an
+     underrun of the sound system, is followed within about 120 ms).
+   A clip is started at the context time of its `at_s` (AudioBufferSourceNode.start(when,
+   offset)), or, if that is past (a page that joins late, reloads or reconnects), at once from
+   the sample that is due, faded in. Every 100 ms each clip still sounding is checked against
+   the latest estimates; one that is more than 3 ms off twice in a row is crossfaded to a
+   corrected copy (one not started yet is simply moved). A schedule without a clip this page plays, after a stop, fades it out
+   (from the stop's time, or now if that is past). A lost connection fades everything out and
+   says so; reconnecting, the page gets the schedule again and catches up.
+*/
+"use strict";
+
+(function () {
+  const { t } = Y;
+  const ch = decodeURIComponent(location.pathname.split("/").filter(Boolean)[1] || "main");
+  const $ = (id) => document.getElementById(id);
+  const ui = {
+    conn: $("conn"), enable: $("enable"), now: $("now"), sound: $("sound"),
+    soundText: $("sound-text"), phase: $("phase"), detail: $("detail"), clock: $("clock"),
+    sync: $("sync"), latency: $("latency"), volume: $("volume"), chname: $("chname"),
+  };
+
+  const MARGIN_S = 0.01; // a start or fade is placed at least this far after currentTime
+  const FADE_IN_S = 0.005; // a clip joined in the middle fades in (no click)
+  const RESYNC_S = 0.003; // a sounding clip further off than this is moved
+  const LOST_AFTER_MS = 3000; // no answer to a probe for this long: the connection is lost
+  // getOutputTimestamp() is read every 20 ms; one reading is several ms off, so the median of
+  // the last WINDOW is used, and STEP readings in a row more than STEP_S off are a step
+  const WINDOW = 25;
+  const STEP = 6;
+  const STEP_S = 0.004;
+
+  function median(xs) {
+    const v = xs.slice().sort((a, b) => a - b);
+    const n = v.length;
+    return n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  }
+
+  // ------------------------------------------------------------------ the server's timeline
+  class ServerClock {
+    constructor() {
+      this.reset();
+    }
+
+    reset() {
+      this.samples = [];
+      this.offset = null; // ms: timeline*1000 - performance, at `ref`
+      this.ref = 0;
+      this.drift = 0; // timeline seconds per performance second, minus 1
+      this.rtt = null;
+    }
+
+    add(sent, received, s) {
+      const rtt = received - sent;
+      if (!(rtt >= 0) || rtt > 2000) return;
+      const mid = (sent + received) / 2;
+      this.samples.push({ mid, rtt, off: s * 1000 - mid });
+      if (this.samples.length > 40) this.samples.shift();
+      this._fit();
+    }
+
+    _fit() {
+      const n = this.samples.length;
+      const best = this.samples.slice().sort((a, b) => a.rtt - b.rtt)
+        .slice(0, Math.max(3, Math.ceil(n / 2)));
+      this.rtt = best[0].rtt;
+      const mids = best.map((x) => x.mid);
+      const ref = median(mids);
+      let drift = 0;
+      const span = Math.max(...mids) - Math.min(...mids);
+      if (best.length >= 6 && span >= 20000) {
+        // least squares: off = a + drift * (mid - ref)
+        const mo = best.reduce((a, x) => a + x.off, 0) / best.length;
+        const mm = best.reduce((a, x) => a + x.mid, 0) / best.length;
+        let num = 0;
+        let den = 0;
+        for (const x of best) {
+          num += (x.mid - mm) * (x.off - mo);
+          den += (x.mid - mm) ** 2;
+        }
+        // clocks of real machines differ by well under 300 ppm: more is a stalled page
+        drift = den > 0 ? Math.max(-3e-4, Math.min(3e-4, num / den)) : 0;
+      }
+      this.drift = drift;
+      this.ref = ref;
+      this.offset = median(best.map((x) => x.off - drift * (x.mid - ref)));
+    }
+
+    get ready() {
+      return this.samples.length >= 5;
+    }
+
+    /** The timeline's time (s) at performance time `perf` (ms). */
+    timeline(perf) {
+      return (perf + this.offset + this.drift * (perf - this.ref)) / 1000;
+    }
+
+    /** The performance time (ms) at which the timeline reads `s`. */
+    perf(s) {
+      return (s * 1000 - this.offset + this.drift * this.ref) / (1 + this.drift);
+    }
+  }
+
+  // ------------------------------------------------------------------ this device's output
+  class OutputClock {
+    constructor(ctx) {
+      this.ctx = ctx;
+      this.samples = [];
+      this.k = null; // s: context time heard at performance time p is k + p/1000
+      this.jumps = [];
+    }
+
+    sample() {
+      const ctx = this.ctx;
+      let k = null;
+      const ts = ctx.getOutputTimestamp ? ctx.getOutputTimestamp() : null;
+      if (ts && ts.contextTime > 0 && ts.performanceTime > 0) {
+        k = ts.contextTime - ts.performanceTime / 1000;
+      } else if (ctx.state === "running" && ctx.currentTime > 0) {
+        // no output timestamps: what is rendered now is heard after the stated latency
+        const lat = (ctx.outputLatency || 0) + (ctx.baseLatency || 0);
+        k = ctx.currentTime - lat - performance.now() / 1000;
+      }
+      if (k === null) return;
+      this.samples.push(k);
+      if (this.samples.length > WINDOW) this.samples.shift();
+      // A step: the output's delay changed (an underrun of the sound system delays everything
+      // after it; another device). The last STEP samples all on one side of the median, far
+      // from it, is no longer noise: follow them at once.
+      if (this.samples.length > 2 * STEP) {
+        const m = median(this.samples);
+        const recent = this.samples.slice(-STEP);
+        const sign = Math.sign(recent[0] - m);
+        if (recent.every((x) => Math.sign(x - m) === sign && Math.abs(x - m) > STEP_S)) {
+          this.samples = recent;
+          this.jumps.push({ perf: performance.now(), ms: (median(recent) - m) * 1000 });
+          if (this.jumps.length > 100) this.jumps.shift();
+        }
+      }
+      this.k = median(this.samples);
+    }
+
+    get ready() {
+      return this.k !== null && this.samples.length >= 5;
+    }
+
+    ctxTime(perf) {
+      return this.k + perf / 1000;
+    }
+
+    /** How long after being rendered a sample is heard, as measured (s). */
+    latency() {
+      return this.ready ? this.ctx.currentTime - this.ctxTime(performance.now()) : null;
+    }
+  }
+
+  // ------------------------------------------------------------------ state
+  const server = new ServerClock();
+  let output = null;
+  let ctx = null;
+  let master = null;
+  let schedule = null; // the last `speaker` message
+  let seenStops = null;
+  let fadeS = 0.002;
+  let volumeDb = 0;
+  let online = false;
+  let lastSyncRx = 0;
+  let probeId = 0;
+  const probes = new Map(); // id -> performance time sent
+  const buffers = new Map(); // url -> Promise<AudioBuffer>
+  const wanted = new Map(); // id -> clip entry, from the latest schedule
+  const playing = new Map(); // id -> {c, src, gain, ctxAt, end, off}
+  const stats = { placed: 0, late: 0, resyncs: 0, stops: 0, silenced: 0, log: [] };
+  let match = null; // the public state's match
+  let refused = null; // why the server refused this page
+
+  // ------------------------------------------------------------------ the connection
+  const conn = new Y.Channel(ch, {
+    query: { audience: "speaker" },
+    onHello: () => {
+      server.reset();
+      probes.clear();
+      lastSyncRx = performance.now();
+      burst();
+    },
+    onState: (s) => {
+      match = s.match;
+      render();
+    },
+    onStatus: (s) => {
+      Y.showConnection(ui.conn, s);
+      online = s === "online";
+      if (!online) lost();
+      render();
+    },
+    onOther: (msg) => {
+      if (msg.type === "sync") onSync(msg);
+      else if (msg.type === "speaker") onSchedule(msg);
+    },
+    onClose: (ev) => {
+      if (ev.code !== 1008) return true;
+      refused = ev.reason || "refused";
+      render();
+      return false; // this channel has no browser speakers: asking again will not help
+    },
+  });
+  Y.live = conn;
+
+  function probe() {
+    probeId += 1;
+    const c = performance.now();
+    probes.set(probeId, c);
+    if (probes.size > 50) probes.delete(probes.keys().next().value);
+    conn.send({ type: "sync", id: probeId, c });
+  }
+
+  function burst() {
+    for (let i = 0; i < 10; i++) setTimeout(probe, i * 40);
+  }
+
+  function onSync(msg) {
+    const received = performance.now();
+    const sent = probes.get(msg.id);
+    if (sent === undefined || msg.c !== sent || typeof msg.s !== "number") return;
+    probes.delete(msg.id);
+    lastSyncRx = received;
+    server.add(sent, received, msg.s);
+    if (server.ready) apply();
+  }
+
+  setInterval(() => {
+    if (!online) return;
+    probe();
+    // a link that died without a close event: silence now, and reconnect
+    if (performance.now() - lastSyncRx > LOST_AFTER_MS && conn.ws) {
+      lost();
+      try { conn.ws.close(); } catch (_e) { /* closing already */ }
+    }
+  }, 1000);
+
+  // ------------------------------------------------------------------ audio
+  function enable() {
+    if (!ctx) {
+      const AC = window.AudioContext || window.webkitAudioContext;
+      // ?latency=playback: larger buffers for a slow device (more delay before a hold is heard)
+      const hint = new URLSearchParams(location.search).get("latency");
+      ctx = new AC({ latencyHint: ["balanced", "playback"].includes(hint) ? hint : "interactive" });
+      master = ctx.createGain();
+      master.connect(ctx.destination);
+      setVolume(volumeDb);
+      output = new OutputClock(ctx);
+      setInterval(() => output.sample(), 20);
+      setInterval(check, 100);
+      ctx.addEventListener("statechange", render);
+    }
+    ctx.resume().then(() => {
+      document.body.dataset.sound = "on";
+      apply();
+      render();
+    });
+  }
+
+  ui.enable.addEventListener("click", enable);
+
+  function ready() {
+    return !!ctx && ctx.state === "running" && online && server.ready && output && output.ready;
+  }
+
+  /** The context time at which the timeline's time `s` is heard. */
+  function ctxOf(s) {
+    return output.ctxTime(server.perf(s));
+  }
+
+  function buffer(url) {
+    let p = buffers.get(url);
+    if (!p) {
+      p = fetch(url).then((r) => {
+        if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
+        return r.arrayBuffer();
+      }).then((data) => ctx.decodeAudioData(data));
+      p.catch(() => buffers.delete(url)); // fetched again when next wanted
+      buffers.set(url, p);
+      while (buffers.size > 48) buffers.delete(buffers.keys().next().value);
+    }
+    return p;
+  }
+
+  function onSchedule(msg) {
+    schedule = msg;
+    fadeS = Math.max(0.001, (msg.fade_ms || 2) / 1000);
+    if (msg.volume_db !== volumeDb) setVolume(msg.volume_db);
+    apply();
+    render();
+  }
+
+  /** Bring what plays in line with the latest schedule. */
+  function apply() {
+    if (!schedule || !ctx) return;
+    const msg = schedule;
+    for (const url of msg.prefetch || []) buffer(url).catch(() => {});
+    if (!ready()) return;
+    const listed = new Set(msg.clips.map((c) => c.id));
+    if (seenStops !== null && msg.stops !== seenStops) {
+      stats.stops += 1;
+      for (const [id, p] of playing) if (!listed.has(id)) fadeOut(p, msg.stop_s);
+    }
+    seenStops = msg.stops;
+    for (const id of [...wanted.keys()]) if (!listed.has(id)) wanted.delete(id);
+    for (const c of msg.clips) {
+      if (playing.has(c.id) || wanted.has(c.id)) continue;
+      wanted.set(c.id, c);
+      buffer(c.url).then((buf) => {
+        if (wanted.get(c.id) === c && ready() && !playing.has(c.id)) place(c, buf);
+      }).catch((e) => {
+        wanted.delete(c.id); // tried again with the next schedule
+        console.warn(e);
+      });
+    }
+  }
+
+  /** Start clip `c`: its sample `offset_s` heard when the timeline reads `at_s`; from `from`
+      (a context time) when given (a resync), or at once if its time is past. */
+  function place(c, buf, from = null) {
+    const ctxAt = ctxOf(c.at_s);
+    const earliest = ctx.currentTime + MARGIN_S;
+    let when = from === null ? ctxAt : from;
+    let fadeIn = from !== null;
+    if (when < earliest) {
+      when = earliest;
+      fadeIn = true;
+    }
+    const off = c.offset_s + (when - ctxAt);
+    if (off >= buf.duration - 0.002) return null; // over already
+    const src = ctx.createBufferSource();
+    src.buffer = buf;
+    const gain = ctx.createGain();
+    src.connect(gain).connect(master);
+    if (fadeIn) {
+      gain.gain.setValueAtTime(0, when);
+      gain.gain.linearRampToValueAtTime(1, when + FADE_IN_S);
+      if (from === null) stats.late += 1;
+    }
+    src.start(when, off);
+    const p = { c, src, gain, ctxAt, when, end: when + buf.duration - off, off, bad: 0 };
+    playing.set(c.id, p);
+    src.onended = () => {
+      if (playing.get(c.id) === p) playing.delete(c.id);
+    };
+    stats.placed += 1;
+    stats.log.push({ id: c.id, at_s: c.at_s, when, off, ctxAt, k: output.k,
+      perf: performance.now(), heard: server.perf(c.at_s) + (when - ctxAt) * 1000 });
+    if (stats.log.length > 400) stats.log.shift();
+    render();
+    return p;
+  }
+
+  function fadeOut(p, stopS = null, at = null) {
+    playing.delete(p.c.id);
+    const now = ctx.currentTime;
+    let from = at !== null ? at : (stopS === null ? now : ctxOf(stopS));
+    from = Math.max(from, now);
+    if (from <= p.when) {
+      p.src.stop(); // the stop comes before the clip: it never sounds
+      return;
+    }
+    const g = p.gain.gain;
+    g.cancelScheduledValues(from);
+    g.setValueAtTime(g.value, from);
+    g.linearRampToValueAtTime(0, from + fadeS);
+    p.src.stop(from + fadeS + 0.005);
+    stats.silenced += 1;
+  }
+
+  function lost() {
+    for (const p of [...playing.values()]) fadeOut(p);
+    wanted.clear();
+    seenStops = null;
+    schedule = null;
+  }
+
+  /** Keep every clip where the latest estimates put it: one not started yet is simply placed
+      again; one sounding is crossfaded to a corrected copy when it stays off. */
+  function check() {
+    render();
+    if (!ready()) return;
+    const now = ctx.currentTime;
+    for (const p of [...playing.values()]) {
+      if (p.end < now + 0.05) continue;
+      const off = ctxOf(p.c.at_s) - p.ctxAt;
+      if (p.when > now + 0.03) {
+        if (Math.abs(off) > 0.0005) {
+          playing.delete(p.c.id);
+          p.src.onended = null;
+          p.src.stop();
+          place(p.c, p.src.buffer);
+        }
+        continue;
+      }
+      p.bad = Math.abs(off) > RESYNC_S ? p.bad + 1 : 0;
+      if (p.bad < 2) continue;
+      const at = now + 0.02;
+      fadeOut(p, null, at);
+      if (place(p.c, p.src.buffer, at)) stats.resyncs += 1;
+    }
+  }
+
+  function setVolume(db) {
+    volumeDb = typeof db === "number" ? db : 0;
+    if (master) master.gain.setTargetAtTime(10 ** (volumeDb / 20), ctx.currentTime, 0.02);
+  }
+
+  // ------------------------------------------------------------------ showing it
+  function render() {
+    ui.chname.textContent = ch;
+    ui.now.hidden = !ctx && !refused;
+    ui.clock.hidden = !ctx;
+    let state = "silent";
+    let text = t("speaker_ready");
+    if (refused) {
+      state = "lost";
+      text = t("speaker_refused", { reason: refused });
+    } else if (!online) {
+      state = "lost";
+      text = t("speaker_lost");
+    } else if (ctx && ctx.state !== "running") {
+      state = "off";
+      text = t("speaker_suspended");
+      document.body.dataset.sound = "off";
+    } else if (match && match.paused) {
+      state = "paused";
+      text = t("speaker_paused");
+    } else if (ctx && [...playing.values()].some((p) => p.end > ctx.currentTime)) {
+      state = "playing";
+      text = t("speaker_playing");
+    }
+    ui.sound.dataset.state = state;
+    ui.soundText.textContent = text;
+    ui.phase.textContent = match ? `${Y.phaseText(match)}${match.card ? ` · ${Y.cardText(match)}` : ""}` : t("phase_none");
+    ui.detail.textContent = match && match.paused
+      ? t("held_by", { names: Y.joinNames(Y.holdNames(match)) }) : "";
+    ui.sync.textContent = server.ready
+      ? t("speaker_sync_value", { rtt: server.rtt.toFixed(1), ppm: Math.round(server.drift * 1e6) })
+      : t("speaker_syncing");
+    const lat = output && output.latency();
+    ui.latency.textContent = lat === null || lat === undefined ? "" : `${Math.round(lat * 1000)} ms`;
+    ui.volume.textContent = volumeDb === 0 ? "0 dB" : `${volumeDb} dB`;
+  }
+
+  // for tests and the curious: what this page has estimated and done
+  Y.speaker = {
+    get ready() { return ready(); },
+    stats() {
+      return {
+        ...stats, log: stats.log.slice(), playing: playing.size, rtt: server.rtt,
+        drift: server.drift, offset: server.offset, probes: server.samples.length,
+        latency: output ? output.latency() : null, jumps: output ? output.jumps.slice() : [],
+        timeOrigin: performance.timeOrigin,
+        state: ctx ? ctx.state : "none",
+      };
+    },
+    /** The timeline's time now, as this page estimates it. */
+    timeline() { return server.ready ? server.timeline(performance.now()) : null; },
+  };
+
+  Y.initI18n();
+  Y.onLang(() => {
+    document.title = `yomite ${t("speaker_title")} · ${ch}`;
+    render();
+    Y.showConnection(ui.conn, conn.status);
+  });
+  document.title = `yomite ${t("speaker_title")} · ${ch}`;
+  Y.showConnection(ui.conn, "connecting");
+  Y.keepAwake();
+  render();
+  conn.start();
+})();

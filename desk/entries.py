@@ -1,0 +1,141 @@
+"""Entries as CSV: read the organisers' list (UTF-8, with or without a BOM, or Shift_JIS as
+Japanese Excel saves it), write players, pairings and standings back.
+
+Entries: a header line, then one player a line. Columns, in any order (English or Japanese
+names): name/氏名 (required), furigana/ふりがな, club/所属 (school or club), grade/学年,
+block/ブロック (pre-assigned; empty = drawn). Every line is checked; a file with a bad line adds
+no one and the error names every bad line.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from .errors import Invalid
+
+MAX_PLAYERS = 2000
+LIMITS = {"name": 40, "furigana": 60, "club": 60, "grade": 20, "block": 4}
+HEADERS = {
+    "name": ("name", "氏名", "名前", "選手名"),
+    "furigana": ("furigana", "ふりがな", "フリガナ", "よみがな", "kana"),
+    "club": ("club", "school", "所属", "学校", "学校名", "チーム", "クラブ"),
+    "grade": ("grade", "学年"),
+    "block": ("block", "ブロック"),
+}
+BLOCK_NAME = re.compile(r"^[A-Z0-9]{1,4}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    name: str
+    furigana: str = ""
+    club: str = ""
+    grade: str = ""
+    block: str | None = None
+
+
+def clean(value: str, field: str) -> str:
+    """A text as it enters: outer spaces gone (the ideographic space too), inner runs of
+    spaces one, no control or invisible characters; furigana, grade and block in their
+    standard width (NFKC: half-width katakana becomes full-width)."""
+    v = _CONTROL.sub("", value).replace("\u3000", " ")
+    v = " ".join(v.split())
+    if field in ("furigana", "grade", "block"):
+        v = unicodedata.normalize("NFKC", v)
+    if field == "block":
+        v = v.upper().removesuffix("ブロック").strip()
+    limit = LIMITS[field]
+    if len(v) > limit:
+        raise ValueError(f"{field} is {len(v)} characters (at most {limit})")
+    return v
+
+
+def entry(name: str, furigana: str = "", club: str = "", grade: str = "",
+          block: str | None = None) -> Entry:
+    """A checked entry (raises ValueError saying which field is wrong)."""
+    n = clean(name, "name")
+    if not n:
+        raise ValueError("name is empty")
+    b = clean(block or "", "block") or None
+    if b is not None and not BLOCK_NAME.match(b):
+        raise ValueError(f"block {b!r} is not a block name (letters A-Z or digits, e.g. A)")
+    return Entry(n, clean(furigana, "furigana"), clean(club, "club"), clean(grade, "grade"), b)
+
+
+def decode(data: bytes) -> str:
+    for enc in ("utf-8-sig", "cp932"):
+        try:
+            return data.decode(enc)
+        except UnicodeDecodeError:
+            continue
+    raise Invalid("the file is neither UTF-8 nor Shift_JIS text",
+                  "save the list as CSV (UTF-8) from the spreadsheet")
+
+
+def read_entries(data: bytes | str) -> tuple[list[Entry], list[str]]:
+    """The entries of a CSV file, and warnings (a name entered twice). Raises Invalid naming
+    every bad line."""
+    text = decode(data) if isinstance(data, bytes) else data.removeprefix("\ufeff")
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    while rows and not any(c.strip() for c in rows[0]):
+        rows.pop(0)
+    if not rows:
+        raise Invalid("the CSV file is empty", "the first line names the columns: name,furigana,"
+                      "club,grade,block (or 氏名,ふりがな,所属,学年,ブロック)")
+    header = [unicodedata.normalize("NFKC", h).strip().lower() for h in rows[0]]
+    columns: dict[str, int] = {}
+    for i, h in enumerate(header):
+        for key, names in HEADERS.items():
+            if h in {unicodedata.normalize("NFKC", n).lower() for n in names}:
+                if key in columns:
+                    raise Invalid(f"the header names {key} twice", "keep one column per field")
+                columns[key] = i
+    unknown = [rows[0][i] for i, h in enumerate(header) if h and i not in columns.values()]
+    if "name" not in columns:
+        raise Invalid(f"the header has no name column (found: {', '.join(rows[0])})",
+                      "the first line names the columns: name,furigana,club,grade,block "
+                      "(or 氏名,ふりがな,所属,学年,ブロック)")
+    if len(rows) - 1 > MAX_PLAYERS:
+        raise Invalid(f"{len(rows) - 1} lines: at most {MAX_PLAYERS} players a file",
+                      "split the list")
+    out: list[Entry] = []
+    errors: list[str] = []
+    for line_no, row in enumerate(rows[1:], 2):
+        if not any(c.strip() for c in row):
+            continue
+        get = {k: (row[i] if i < len(row) else "") for k, i in columns.items()}
+        try:
+            out.append(entry(get["name"], get.get("furigana", ""), get.get("club", ""),
+                             get.get("grade", ""), get.get("block")))
+        except ValueError as e:
+            errors.append(f"line {line_no}: {e}")
+    if errors:
+        shown = "; ".join(errors[:10]) + (f"; and {len(errors) - 10} more" if len(errors) > 10
+                                          else "")
+        raise Invalid(f"{len(errors)} bad line(s), nobody added: {shown}",
+                      "correct those lines and import the file again")
+    if not out:
+        raise Invalid("the CSV file has a header but no players", "add one player a line")
+    warnings = [f"unknown column ignored: {u}" for u in unknown]
+    seen: dict[tuple[str, str], int] = {}
+    for got in out:
+        who = (got.name, got.club)
+        seen[who] = seen.get(who, 0) + 1
+    warnings += [f"{n} entered {c} times ({club or 'no club'})"
+                 for (n, club), c in seen.items() if c > 1]
+    return out, warnings
+
+
+def write_csv(header: list[str], rows: list[list[object]]) -> str:
+    """CSV with a BOM, so that Excel opens the Japanese as UTF-8."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\r\n")
+    w.writerow(header)
+    for r in rows:
+        w.writerow(["" if v is None else v for v in r])
+    return "\ufeff" + buf.getvalue()

@@ -1,0 +1,40 @@
+"""The desk's errors: each says what was wrong and what to do. The API maps them to 404 (not
+found), 409 (a step out of order) and 422 (bad input), with the same JSON body as the rest."""
+
+from __future__ import annotations
+
+
+class DeskError(Exception):
+    status = 400
+    code = "desk_error"
+
+    def __init__(self, detail: str, hint: str = "") -> None:
+        self.detail = detail
+        self.hint = hint
+        super().__init__(detail)
+
+
+class NotFound(DeskError):
+    status = 404
+    code = "not_found"
+
+
+class Conflict(DeskError):
+    """A step the tournament is not ready for (pairing round 3 before round 2's results)."""
+
+    status = 409
+    code = "out_of_order"
+
+
+class Invalid(DeskError):
+    """Input that cannot be right (a CSV line without a name, 30 cards of 17)."""
+
+    status = 422
+    code = "invalid"
+
+
+class Forbidden(DeskError):
+    """A referee entering a result at a mat it is not assigned."""
+
+    status = 403
+    code = "forbidden"

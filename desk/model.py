@@ -1,0 +1,165 @@
+"""The tournament as plain frozen data: players, blocks, rounds with their matches and results,
+the referees' mats and every change of a result. `desk.tournament` changes it; the repository
+stores it; nothing here does I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+COLOURS = ("blue", "pink", "yellow", "green", "orange")
+
+
+class Method(StrEnum):
+    """How blocks are drawn."""
+
+    RANDOM = "random"  # shuffled with the recorded seed, dealt in turn
+    CLUBS = "clubs"  # each club's players spread over the blocks as evenly as they can be
+    GRADES = "grades"  # players of one grade kept together, blocks filled grade by grade
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    rounds: int = 6  # preliminary matches for everyone (試合要領; rule 19 lets it change)
+    cards: int = 17  # cards read in a match (rule 16)
+
+
+@dataclass(frozen=True, slots=True)
+class Player:
+    no: int  # entry number, 1.. in the tournament
+    name: str
+    furigana: str = ""
+    club: str = ""
+    grade: str = ""
+    block: str | None = None
+    joined_round: int = 1  # a late entry is paired from this round on
+    withdrawn_round: int | None = None  # not paired from this round on
+
+    def active_in(self, round_no: int) -> bool:
+        return self.joined_round <= round_no and (
+            self.withdrawn_round is None or round_no < self.withdrawn_round)
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    name: str  # "A", "B", ...
+    channel: str | None = None  # the reader (hall channel) that reads this block's matches
+    colours: tuple[str, ...] = ("blue",)  # per round; the last one goes on for later rounds
+    first_mat: int = 1
+
+    def colour(self, round_no: int) -> str:
+        return self.colours[min(round_no, len(self.colours)) - 1]
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    cards: tuple[int, ...]  # cards taken, seat by seat (the match's `players` order)
+    tiebreak: int | None = None  # a final's tie: the entry number of who took the extra card
+    by: str = ""  # who entered it: "operator" or "referee <id> <name>"
+    at: str = ""  # when (UTC, ISO 8601)
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    mat: int
+    players: tuple[int, ...]  # entry numbers: two, or three for a 3-player match
+    result: Result | None = None
+
+
+class ReadingStatus(StrEnum):
+    STARTING = "starting"  # asked the channel to start (not yet confirmed)
+    STARTED = "started"  # the channel's match was prepared and started
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """The channel match that reads a round of a block."""
+
+    channel: str
+    status: ReadingStatus
+    requested_at: str
+    seed: int | None = None
+    journal: str | None = None  # the channel's journal file name (which match it is)
+    extra_cards: int = 0  # extra cards asked for (a final's tie)
+
+
+@dataclass(frozen=True, slots=True)
+class Round:
+    block: str
+    number: int  # 1..settings.rounds, then settings.rounds + 1 for the final
+    final: bool
+    colour: str
+    matches: tuple[Match, ...]
+    paired_at: str = ""
+    reading: Reading | None = None
+    notes: tuple[str, ...] = ()  # what the pairing could not avoid (a rematch, a same-club pair)
+
+    def match_at(self, mat: int) -> Match | None:
+        return next((m for m in self.matches if m.mat == mat), None)
+
+    @property
+    def extra_cards(self) -> int:
+        return 0 if self.reading is None else self.reading.extra_cards
+
+
+@dataclass(frozen=True, slots=True)
+class RefereeMats:
+    referee: str  # the hall's referee id (joined a channel with its PIN)
+    name: str
+    channel: str
+    mats: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ResultChange:
+    """One entry or correction of a result, kept for good."""
+
+    round: int
+    mat: int
+    before: Result | None
+    after: Result
+    by: str
+    at: str
+
+
+@dataclass(frozen=True, slots=True)
+class Tournament:
+    id: str
+    name: str
+    day: str = ""  # the date, as the organisers write it
+    settings: Settings = field(default_factory=Settings)
+    created_at: str = ""
+    draw_seed: int | None = None  # the block draw's seed (None until drawn)
+    draw_method: Method | None = None
+    lottery_seed: int = 0  # the third tie-break (抽選), drawn once at creation
+    pairing_seed: int = 0
+    players: tuple[Player, ...] = ()
+    blocks: tuple[Block, ...] = ()
+    rounds: tuple[Round, ...] = ()
+    referees: tuple[RefereeMats, ...] = ()
+    history: tuple[ResultChange, ...] = ()
+    version: int = 0  # rises with every change (live pages wait on it)
+
+    # ------------------------------------------------------------ look-ups
+    def player(self, no: int) -> Player | None:
+        return next((p for p in self.players if p.no == no), None)
+
+    def block(self, name: str) -> Block | None:
+        return next((b for b in self.blocks if b.name == name), None)
+
+    def rounds_of(self, block: str) -> list[Round]:
+        return sorted((r for r in self.rounds if r.block == block), key=lambda r: r.number)
+
+    def round_of(self, block: str, number: int) -> Round | None:
+        return next((r for r in self.rounds if r.block == block and r.number == number), None)
+
+    def players_of(self, block: str) -> list[Player]:
+        return [p for p in self.players if p.block == block]
+
+    def with_round(self, r: Round) -> Tournament:
+        rest = tuple(x for x in self.rounds if (x.block, x.number) != (r.block, r.number))
+        return replace(self, rounds=tuple(sorted((*rest, r), key=lambda x: (x.number, x.block))))
+
+    @property
+    def final_round(self) -> int:
+        return self.settings.rounds + 1

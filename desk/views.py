@@ -1,0 +1,159 @@
+"""What the pages show, as plain JSON-ready data: the desk's full view and the public one (the
+projector's standings and the next mats: names, clubs and numbers, never grades)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .checks import Flag, cards_read, complete, flags, round_flags, started
+from .model import Match, Player, Result, Round, Tournament
+from .standings import final_places, lottery, outcomes, standings
+from .tournament import mats_of
+
+
+def _result(r: Result | None) -> dict[str, Any] | None:
+    if r is None:
+        return None
+    return {"cards": list(r.cards), "tiebreak": r.tiebreak, "by": r.by, "at": r.at}
+
+
+def _flag(f: Flag) -> dict[str, Any]:
+    return {"level": f.level, "code": f.code, "block": f.block, "round": f.round, "mat": f.mat,
+            "detail": f.detail, "params": f.params}
+
+
+def _who(p: Player | None, public: bool) -> dict[str, Any]:
+    if p is None:
+        return {"no": None, "name": "?"}
+    out: dict[str, Any] = {"no": p.no, "name": p.name, "furigana": p.furigana, "club": p.club}
+    if not public:
+        out["grade"] = p.grade
+    return out
+
+
+def match_view(t: Tournament, r: Round, m: Match, public: bool = False) -> dict[str, Any]:
+    ref = next((x for x in t.referees if m.mat in x.mats), None)
+    out: dict[str, Any] = {
+        "mat": m.mat,
+        "players": [_who(t.player(p), public) for p in m.players],
+        "result": None,
+        "outcome": None,
+    }
+    if m.result is not None:
+        out["result"] = _result(m.result) if not public else {
+            "cards": list(m.result.cards), "tiebreak": m.result.tiebreak}
+        out["outcome"] = [o.value for o in
+                          (outcomes(m.players, m.result, final=r.final)[p] for p in m.players)]
+    if not public:
+        out["referee"] = None if ref is None else {"referee": ref.referee, "name": ref.name}
+    return out
+
+
+def round_view(t: Tournament, r: Round, public: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "block": r.block, "number": r.number, "final": r.final, "colour": r.colour,
+        "matches": [match_view(t, r, m, public) for m in r.matches],
+        "results": sum(1 for m in r.matches if m.result is not None),
+        "complete": complete(t, r),
+        "cards_read": cards_read(t, r),
+    }
+    if not public:
+        out["paired_at"] = r.paired_at
+        out["notes"] = list(r.notes)
+        out["started"] = started(r)
+        out["reading"] = None if r.reading is None else {
+            "channel": r.reading.channel, "status": r.reading.status.value,
+            "requested_at": r.reading.requested_at, "seed": r.reading.seed,
+            "journal": r.reading.journal, "extra_cards": r.reading.extra_cards}
+        out["flags"] = [_flag(f) for f in round_flags(t, r)]
+    return out
+
+
+def standings_view(t: Tournament, block: str, public: bool = False) -> list[dict[str, Any]]:
+    places = final_places(t, block)
+    out = []
+    for s in standings(t, block):
+        p = t.player(s.no)
+        out.append({**_who(p, public), "rank": s.rank, "played": s.played, "wins": s.wins,
+                    "draws": s.draws, "losses": s.losses, "cards": s.cards,
+                    "lottery": s.lottery, "by_lottery": s.by_lottery, "withdrawn": s.withdrawn,
+                    "final_place": places.get(s.no)})
+    return out
+
+
+def next_step(t: Tournament, block: str) -> dict[str, Any]:
+    """What the block does next: pair round n, wait for round n's results, pair the final,
+    or nothing (done)."""
+    rounds = t.rounds_of(block)
+    prelims = [r for r in rounds if not r.final]
+    last = rounds[-1] if rounds else None
+    if last is not None and not complete(t, last):
+        return {"step": "results", "round": last.number, "final": last.final}
+    if any(r.final for r in rounds):
+        return {"step": "done", "round": None, "final": True}
+    if len(prelims) < t.settings.rounds:
+        return {"step": "pair", "round": len(prelims) + 1, "final": False}
+    return {"step": "final", "round": t.final_round, "final": True}
+
+
+def next_mats(t: Tournament, block: str) -> dict[str, Any] | None:
+    """Rule 18's move: where each player of the block plays the latest paired round."""
+    rounds = t.rounds_of(block)
+    if not rounds:
+        return None
+    r = rounds[-1]
+    seats = []
+    for m in r.matches:
+        for no in m.players:
+            p = t.player(no)
+            seats.append({"no": no, "name": p.name if p else "?",
+                          "furigana": p.furigana if p else "", "mat": m.mat})
+    seats.sort(key=lambda s: (s["furigana"] or s["name"], s["no"]))
+    return {"round": r.number, "final": r.final, "colour": r.colour, "seats": seats}
+
+
+def desk_view(t: Tournament) -> dict[str, Any]:
+    lots = lottery(t.lottery_seed, t.players)
+    mats = mats_of(t)
+    return {
+        "id": t.id, "name": t.name, "day": t.day, "version": t.version,
+        "created_at": t.created_at,
+        "settings": {"rounds": t.settings.rounds, "cards": t.settings.cards},
+        "draw": {"seed": t.draw_seed, "method": t.draw_method.value if t.draw_method else None},
+        "lottery_seed": t.lottery_seed,
+        "players": [{"no": p.no, "name": p.name, "furigana": p.furigana, "club": p.club,
+                     "grade": p.grade, "block": p.block, "joined_round": p.joined_round,
+                     "withdrawn_round": p.withdrawn_round, "lottery": lots[p.no]}
+                    for p in t.players],
+        "blocks": [{"name": b.name, "channel": b.channel, "colours": list(b.colours),
+                    "first_mat": b.first_mat, "mats": list(mats[b.name]),
+                    "players": sum(1 for p in t.players_of(b.name)
+                                   if p.withdrawn_round is None),
+                    "next": next_step(t, b.name)} for b in t.blocks],
+        "rounds": [round_view(t, r) for r in t.rounds],
+        "standings": {b.name: standings_view(t, b.name) for b in t.blocks},
+        "referees": [{"referee": x.referee, "name": x.name, "channel": x.channel,
+                      "mats": list(x.mats)} for x in t.referees],
+        "flags": [_flag(f) for f in flags(t)],
+        "changes": len(t.history),
+    }
+
+
+def public_view(t: Tournament) -> dict[str, Any]:
+    blocks = []
+    for b in t.blocks:
+        rounds = t.rounds_of(b.name)
+        blocks.append({
+            "name": b.name, "colour": b.colour(max(1, len(rounds))),
+            "standings": standings_view(t, b.name, public=True),
+            "round": round_view(t, rounds[-1], public=True) if rounds else None,
+            "next_mats": next_mats(t, b.name),
+        })
+    return {"id": t.id, "name": t.name, "day": t.day, "version": t.version,
+            "settings": {"rounds": t.settings.rounds, "cards": t.settings.cards},
+            "lottery_seed": t.lottery_seed, "blocks": blocks}
+
+
+def history_view(t: Tournament) -> list[dict[str, Any]]:
+    return [{"round": c.round, "mat": c.mat, "before": _result(c.before),
+             "after": _result(c.after), "by": c.by, "at": c.at} for c in t.history]

@@ -1,0 +1,201 @@
+"""The classroom on the console and the projector, in headless Chromium against a real
+`yomite serve` (no sound: the estimate voice, whose clip lengths follow the voice speed).
+
+A teacher taps a preset and sees what it sets before starting; changes the settings per match
+(cards, memorisation, lower-verse repeats, gaps, voice speed, poems from the picker); the
+projector shows the torifuda, the poem and its kimariji among the cards left once the lower
+verse has been read, and the list of cards read; 感想戦 prepares the same order again and 次の
+試合 a new one; each channel keeps its own form.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from reader.kimariji import kimariji
+
+from .serverproc import Server
+from .speakers import CHROMIUM
+from .test_pages import shots_dir
+
+pytestmark = [pytest.mark.browser, pytest.mark.server]
+
+TOKEN = "classroom-pages-operator-token-0123456789"
+SHOTS = shots_dir()
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--no-first-run"]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (scripts/system-deps.sh "
+                    "test does); these tests never download a browser")
+    s = Server(tmp_path_factory.mktemp("classroom"), {
+        "match": {"memorise_s": 1, "cards": 3, "prelude": {"enabled": False},
+                  "gaps": {"between_verses_s": 0.3, "between_cards_s": 0.3}},
+        "voice": {"engine": "estimate", "speed": 3.0},
+        "audio": {"output": "null"},
+        "server": {"channels": [{"name": "main"}, {"name": "pink", "colors": ["pink"]}]},
+    }, TOKEN).start()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def browser(server: Server) -> Iterator[Browser]:
+    expect.set_options(timeout=10_000)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def api(server: Server, method: str, path: str, **kw: Any) -> dict[str, Any]:
+    r = httpx2.request(method, server.base + path, headers=server.op, timeout=10, **kw)
+    assert r.status_code == 200, r.text
+    out: dict[str, Any] = r.json()
+    return out
+
+
+def open_page(browser: Browser, url: str, errors: list[str]) -> Page:
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900}, locale="ja-JP")
+    page = ctx.new_page()
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error"
+            and not m.text.startswith("Failed to load resource") else None)
+    page.goto(url)
+    return page
+
+
+def wait_phase(server: Server, phase: str, timeout_s: float = 30) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        s = api(server, "GET", "/api/channels/main")
+        if s["match"] and s["match"]["phase"] == phase:
+            return s
+        time.sleep(0.05)
+    raise AssertionError(f"the match never reached {phase}: {s}")
+
+
+def test_presets_settings_projector_and_replay(server: Server, browser: Browser) -> None:
+    errors: list[str] = []
+    console = open_page(browser, f"{server.base}/console#token={TOKEN}", errors)
+    display = open_page(browser, f"{server.base}/display/main", errors)
+    expect(console.locator("#conn")).to_have_attribute("data-state", "online")
+    # a preset shows what it sets before anything starts, and fills the form
+    expect(console.locator("#preset-picks button")).to_have_count(3)
+    expect(console.locator("#preset-sets")).to_contain_text("プリセットを選ぶと")
+    console.click("#preset-picks button[data-preset=classroom]")
+    expect(console.locator("#preset-picks button[data-preset=classroom]")).to_have_attribute(
+        "aria-checked", "true")
+    expect(console.locator("#preset-sets")).to_contain_text("暗記 60 秒")
+    expect(console.locator("#preset-sets")).to_contain_text("下の句 2 回")
+    expect(console.locator("#preset-sets")).to_contain_text("速さ 0.85")
+    assert console.input_value("#memorise") == "60" and console.input_value("#lower") == "2"
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    console.locator(".panel.settings").screenshot(path=str(SHOTS / "console-presets.png"))
+    # the teacher shortens it for today, and picks the poems: 3 blue ones and poem 64 (orange)
+    console.fill("#memorise", "1")
+    console.fill("#cards", "2")
+    console.fill("#speed", "2.5")
+    console.fill("#gap-cards", "0.4")
+    for colour in ("blue", "pink", "yellow", "green", "orange"):
+        if console.locator(f"#colour-{colour}").is_checked() != (colour == "blue"):
+            console.click(f"label[for=colour-{colour}]")
+    console.click("#poem-picker summary")
+    console.click("label[for=poem-64]")
+    expect(console.locator("#poem-count")).to_contain_text("1 首")
+    console.fill("#seed", "77")
+    console.click("#start")
+    s = wait_phase(server, "memorising")
+    m = s["match"]
+    assert s["preset"] == "classroom" and s["voice"]["speed"] == 2.5
+    assert m["seed"] == 77 and m["cards_planned"] == 2
+    assert m["timings"]["lower_verse_times"] == 2 and m["timings"]["memorise_s"] == 1
+    assert m["timings"]["between_cards_s"] == 0.4
+    log = api(server, "GET", "/api/channels/main/match/log")
+    assert log["header"]["voice"]["speed"] == 2.5 and 64 in log["header"]["deck"]["poems"]
+    assert len(log["header"]["deck"]["poems"]) == 21
+    order = log["header"]["deck"]["order"]
+
+    # the projector: nothing of card 1 until its (last) lower verse has been read
+    deadline = time.monotonic() + 30
+    while True:
+        st = api(server, "GET", "/api/channels/main")["match"]
+        done = [c for c in st["cards"] if c["finished_s"] is not None]
+        shown = display.locator("#last").get_attribute("data-poem")
+        if not done:
+            assert shown is None, "a poem shown before its lower verse was read"
+        else:
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    first = order[0]
+    poems = {p["no"]: p for p in httpx2.get(f"{server.base}/api/poems").json()}
+    p = poems[first]
+    expect(display.locator("#last")).to_have_attribute("data-poem", str(first))
+    k = kimariji(first, log["header"]["deck"]["poems"])
+    expect(display.locator("#last-kana mark.kimariji")).to_have_text(k)
+    expect(display.locator("#torifuda .col")).to_have_count(3)
+    cols = display.locator("#torifuda .col").all_inner_texts()
+    assert "".join(cols) == p["shimo_kana"].replace(" ", "")
+    expect(display.locator("#kimariji-note")).to_contain_text(p["kimariji"])
+    expect(display.locator("#last-author")).to_have_text(p["author"])
+    expect(display.locator("#read-list li")).to_have_count(1)
+    expect(display.locator("#read-list li .k")).to_have_text(k)
+    # the console: how the kimariji of the cards left changed
+    expect(console.locator("#kimariji-list li")).to_have_count(20)
+    wait_phase(server, "finished")
+    expect(display.locator("#read-list li")).to_have_count(2)
+    display.screenshot(path=str(SHOTS / "display-kimariji-desktop.png"))
+    console.locator(".panel.kimariji").screenshot(path=str(SHOTS / "console-kimariji.png"))
+    read = [int(x) for x in display.locator("#read-list li").evaluate_all(
+        "els => els.map(e => e.dataset.poem)")]
+    assert read == order[:2]
+
+    # 感想戦: the same order again, on purpose
+    console.click("#replay")
+    expect(console.locator("#phase")).to_have_attribute("data-phase", "ready")
+    again = api(server, "GET", "/api/channels/main/match/log")["header"]
+    assert again["deck"]["order"] == order and again["voice"]["speed"] == 2.5
+    api(server, "POST", "/api/channels/main/match/abort")
+    # 次の試合: a new order even though a seed was typed for the last one
+    expect(console.locator("#next")).to_be_enabled()
+    console.click("#next")
+    expect(console.locator("#phase")).to_have_attribute("data-phase", "ready")
+    nxt = api(server, "GET", "/api/channels/main/match/log")["header"]
+    assert nxt["deck"]["seed"] != 77 and console.input_value("#seed") == ""
+
+    # each channel keeps its own form
+    console.select_option("#channel", "pink")
+    expect(console.locator("#preset-picks button[aria-checked=true]")).to_have_count(0)
+    assert console.input_value("#memorise") == ""
+    console.fill("#memorise", "9")
+    console.locator("#memorise").dispatch_event("change")
+    console.select_option("#channel", "main")
+    assert console.input_value("#memorise") == "1" and console.input_value("#speed") == "2.5"
+    console.select_option("#channel", "pink")
+    assert console.input_value("#memorise") == "9"
+    assert not errors, errors
+
+
+def test_a_speaker_page_on_a_channel_without_speakers_says_so(server: Server,
+                                                             browser: Browser) -> None:
+    errors: list[str] = []
+    page = open_page(browser, f"{server.base}/speaker/main", errors)
+    expect(page.locator("#sound-text")).to_contain_text("スピーカーに使えません")
+    expect(page.locator("#sound-text")).to_contain_text("output: browser or both")
+    assert page.evaluate("Y.live.stopped"), "it stops asking"
+    assert not [e for e in errors if "WebSocket" not in e], errors

@@ -1,0 +1,155 @@
+"""The desk's pages in real headless Chromium against a real `yomite serve` (null audio: the
+sound is not what is tested here): the desk pairs and starts a round, the block's channel reads
+it, a referee's phone enters a result at its mat, and the projector's standings change. The
+screenshots in docs/screenshots/desk-*.png (shown by the README) are taken here."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from .desk_sim import Desk, config, entries_csv
+from .serverproc import Server
+from .test_pages import shots_dir
+
+pytestmark = [pytest.mark.browser, pytest.mark.server]
+
+TOKEN = "desk-pages-operator-token-0123456789"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run"]
+SHOTS = shots_dir()
+PHONE = {"width": 360, "height": 740}
+DESKTOP = {"width": 1280, "height": 800}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[Server]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (scripts/system-deps.sh "
+                    "test does); these tests never download a browser")
+    s = Server(tmp_path_factory.mktemp("desk-pages"), config(["a", "b"]), TOKEN).start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def browser(server) -> Iterator[Browser]:
+    expect.set_options(timeout=15_000)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def open_page(browser: Browser, url: str, errors: list[str], *, phone: bool) -> Page:
+    ctx = browser.new_context(viewport=PHONE if phone else DESKTOP, device_scale_factor=1,
+                              is_mobile=phone, has_touch=phone, locale="ja-JP")
+    page = ctx.new_page()
+    page.on("pageerror", lambda e: errors.append(f"{url}: {e}"))
+    page.on("console", lambda m: errors.append(f"{url}: {m.text}")
+            if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
+    page.goto(url)
+    return page
+
+
+def shot(page: Page, name: str, full: bool = False) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=full, animations="disabled")
+
+
+def test_the_desk_starts_a_round_a_referee_enters_a_result_and_the_projector_changes(
+        server, browser):
+    errors: list[str] = []
+    d = Desk(server.base, server.op)
+    try:
+        d.call("POST", "/api/tournaments", json={"id": "day", "name": "五色百人一首 秋の大会",
+                                                  "day": "2025年11月3日", "cards": 1})
+        d.call("POST", d.t("/entries.csv"), content=entries_csv(12),
+               headers={**server.op, "Content-Type": "text/csv"})
+
+        desk = open_page(browser, f"{server.base}/desk#token={TOKEN}", errors, phone=False)
+        expect(desk.locator("#t-title")).to_contain_text("五色百人一首 秋の大会")
+        assert TOKEN not in desk.url
+        desk.click("#tabs [data-tab=entries]")
+        expect(desk.locator("#players tbody tr")).to_have_count(12)
+        desk.click("#tabs [data-tab=blocks]")
+        desk.fill("#draw-count", "2")
+        desk.select_option("#draw-method", "clubs")
+        desk.fill("#draw-seed", "5")
+        desk.click("#draw-button")
+        expect(desk.locator("#blocks tbody tr")).to_have_count(2)
+        expect(desk.locator("#drawn")).to_contain_text("シード 5")
+        shot(desk, "desk-blocks-desktop")
+
+        # the referee's phone joins channel a with its PIN; the desk gives it mats 1 and 2
+        pin = d.call("GET", "/api/channels/a/pin")["pin"]
+        phone = open_page(browser, f"{server.base}/referee/a?pin={pin}", errors, phone=True)
+        phone.fill("#name", "審判 1・2番")
+        phone.click("#join-button")
+        expect(phone.locator("#live")).to_be_visible()
+        desk.click("#tabs [data-tab=referees]")
+        box = desk.locator("#referees input[data-referee]").first
+        box.fill("1,2")
+        desk.locator("#referees button", has_text="割り当て").first.click()
+        expect(desk.locator("#referees input[data-referee]").first).to_have_value("1,2")
+
+        projector = open_page(browser, f"{server.base}/standings/day", errors, phone=False)
+        expect(projector.locator(".block")).to_have_count(2)
+
+        # the desk pairs round 1: the projector shows everyone's mat; then it starts the round
+        desk.click("#tabs [data-tab=rounds]")
+        desk.click("#pair-next")
+        expect(desk.locator("#rounds .round[data-block=A] .match")).to_have_count(3)
+        expect(projector.locator(".block[data-block=A] .moves div")).to_have_count(6)
+        shot(projector, "desk-standings-projector-moves")
+        desk.click("#start-round")
+        expect(desk.locator("#rounds .round[data-block=A] .state")).to_have_attribute(
+            "data-state", re.compile("reading|finished"))
+        expect(projector.locator(".block[data-block=A] .reading")).to_be_visible()
+        m = d.call("GET", "/api/channels/a")["match"]
+        assert m["colors"] == ["blue"] and m["phase"] != "ready"
+        shot(desk, "desk-rounds-desktop")
+        expect(desk.locator("#rounds .round[data-block=A] .state")).to_have_attribute(
+            "data-state", "finished")
+
+        # the referee enters mat 1 from its phone: the first player took the card
+        link = phone.locator("#results-link")
+        expect(link).to_be_visible()
+        link.click()
+        expect(phone.locator(".mat-card")).to_have_count(2)
+        card = phone.locator(".mat-card[data-mat='1']")
+        first = d.view()["rounds"][0]["matches"][0]["players"][0]
+        card.locator(".plus").first.tap()
+        expect(card.locator("output").first).to_have_text("1")
+        shot(phone, "desk-results-phone")
+        before = projector.locator("#blocks").get_attribute("data-version")
+        card.locator(".send").tap()
+        expect(phone.locator(".mat-card[data-mat='1'] .state")).to_have_text("送信済み")
+
+        # the projector's standings change by themselves: the winner leads block A
+        expect(projector.locator("#blocks")).not_to_have_attribute("data-version", before)
+        top = projector.locator(".block[data-block=A] tbody tr").first
+        expect(top).to_have_attribute("data-no", str(first["no"]))
+        expect(top.locator(".wins")).to_have_text("1")
+        expect(desk.locator("#rounds .match[data-mat='1'] .o.win")).to_have_count(1)
+        shot(projector, "desk-standings-projector")
+        desk.click("#tabs [data-tab=standings]")
+        expect(desk.locator("#standings .round[data-block=A] tbody tr").first).to_have_attribute(
+            "data-no", str(first["no"]))
+
+        printed = open_page(browser, f"{server.base}/print/day/rounds/1", errors, phone=False)
+        expect(printed.locator("section")).to_have_count(2)
+        shot(printed, "desk-print-round")
+        pdf = printed.pdf(format="A4")
+        assert pdf.startswith(b"%PDF") and pdf.count(b"/Type /Page\n") + pdf.count(
+            b"/Type /Page\r") + pdf.count(b"/Type /Page ") + pdf.count(b"/Type/Page") >= 2
+    finally:
+        d.close()
+    assert not errors, errors

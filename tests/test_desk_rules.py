@@ -1,0 +1,263 @@
+"""The desk's pure parts: results and standings by the rules, entries CSV, the block draw, what
+does not add up, the steps' order, the JSON document. No database, no server."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from desk import tournament as ops
+from desk.blocks import draw
+from desk.checks import complete, round_flags
+from desk.entries import Entry, read_entries
+from desk.errors import Conflict, Forbidden, Invalid
+from desk.export import from_document, to_document
+from desk.model import Method, Player, Result, Settings, Tournament
+from desk.standings import Outcome, lottery, outcomes, standings
+
+W, D, L = Outcome.WIN, Outcome.DRAW, Outcome.LOSS
+
+
+# ---------------------------------------------------------------------- rule 16
+@pytest.mark.parametrize(("cards", "want"), [
+    ((9, 8), (W, L)), ((8, 9), (L, W)), ((8, 8), (D, D)), ((0, 0), (D, D)),
+    ((7, 5, 4), (W, W, L)),  # the top two win
+    ((7, 4, 4), (W, D, D)),  # 2nd and 3rd equal: the 1st wins, those two draw
+    ((4, 7, 4), (D, W, D)),
+    ((6, 6, 3), (W, W, L)),  # two equal at the top are the top two
+    ((5, 5, 5), (D, D, D)),  # nobody is beaten
+])
+def test_outcomes_by_rule_16(cards, want):
+    players = tuple(range(1, len(cards) + 1))
+    got = outcomes(players, Result(cards))
+    assert tuple(got[p] for p in players) == want
+
+
+def test_a_tied_final_is_won_by_who_took_the_extra_card():
+    assert outcomes((3, 8), Result((8, 8), tiebreak=8), final=True) == {3: L, 8: W}
+    assert outcomes((3, 8), Result((8, 8)), final=True) == {3: D, 8: D}
+    # the extra card counts only in a final, and only for a tie
+    assert outcomes((3, 8), Result((9, 8), tiebreak=8), final=True) == {3: W, 8: L}
+
+
+def test_the_lottery_is_stable_and_does_not_depend_on_who_else_entered():
+    ps = [Player(i, f"p{i}") for i in range(1, 30)]
+    a = lottery(42, ps)
+    b = lottery(42, ps[:10])
+    assert sorted(a.values()) == list(range(1, 30))
+    order_a = sorted(range(1, 11), key=a.__getitem__)
+    assert order_a == sorted(range(1, 11), key=b.__getitem__)
+    assert lottery(43, ps) != a
+
+
+def two_block_tournament(n: int = 6, rounds: int = 2) -> Tournament:
+    t = Tournament("t", "大会", settings=Settings(rounds=rounds, cards=17), lottery_seed=5,
+                   pairing_seed=9)
+    t = ops.apply(t, ops.add_players(t, [Entry(f"選手{i}", club=f"c{i % 3}")
+                                         for i in range(1, n + 1)]))
+    t = ops.apply(t, ops.draw_blocks(t, 1, Method.RANDOM, 1, ["main"]))
+    return t
+
+
+def play(t: Tournament, scores) -> Tournament:
+    """Pair block A's next round and enter `scores(players)` for every match."""
+    t = ops.apply(t, ops.pair_next(t, "A", "now"))
+    r = t.rounds_of("A")[-1]
+    for m in r.matches:
+        cards = dict(zip(m.players, scores(m.players), strict=True))
+        t = ops.apply(t, ops.record_result(t, r.number, m.mat, cards, None, "operator", "now"))
+    return t
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(4, 9), st.data())
+def test_standings_order_wins_then_cards_then_lottery(n, data):
+    t = two_block_tournament(n, rounds=3)
+    for _ in range(3):
+        t = play(t, lambda ps: [data.draw(st.integers(0, 17 // len(ps))) for _ in ps])
+    rows = standings(t, "A")
+    keys = [(-s.wins, -s.cards, s.lottery) for s in rows]
+    assert keys == sorted(keys)
+    assert [s.rank for s in rows] == list(range(1, n + 1))
+    # an independent tally of wins and cards from the matches themselves
+    for s in rows:
+        wins = cards = 0
+        for r in t.rounds:
+            for m in r.matches:
+                if s.no in m.players:
+                    i = m.players.index(s.no)
+                    cards += m.result.cards[i]
+                    mine, others = m.result.cards[i], [c for j, c in enumerate(m.result.cards)
+                                                       if j != i]
+                    if len(m.players) == 2:
+                        wins += mine > others[0]
+                    else:
+                        ordered = sorted(m.result.cards, reverse=True)
+                        everyone_equal = ordered[0] == ordered[1] == ordered[2]
+                        wins += (mine == ordered[0] and not everyone_equal) or (
+                            mine == ordered[1] and ordered[1] > ordered[2])
+        assert (s.wins, s.cards) == (wins, cards), s
+        assert s.played == 3
+    for a, b in itertools.pairwise(rows):
+        if (a.wins, a.cards) == (b.wins, b.cards):
+            assert a.by_lottery and b.by_lottery and a.lottery < b.lottery
+
+
+# ---------------------------------------------------------------------- steps in order
+def test_rounds_wait_for_results_and_the_final_for_the_preliminaries():
+    t = two_block_tournament(6, rounds=2)
+    t = ops.apply(t, ops.pair_next(t, "A", "now"))
+    with pytest.raises(Conflict, match="round 1 of block A is not complete: mat 1 has no "
+                                       "result yet"):
+        ops.pair_next(t, "A", "now")
+    with pytest.raises(Conflict, match="preliminary rounds are not all complete"):
+        ops.pair_final(t, "A", "now")
+    r = t.rounds_of("A")[0]
+    for m in r.matches:
+        t = ops.apply(t, ops.record_result(t, 1, m.mat, {m.players[0]: 9, m.players[1]: 8},
+                                           None, "operator", "now"))
+    t = play(t, lambda ps: [10, 7])
+    with pytest.raises(Conflict, match="played its 2 preliminary rounds"):
+        ops.pair_next(t, "A", "now")
+    t = ops.apply(t, ops.pair_final(t, "A", "now"))
+    final = t.rounds_of("A")[-1]
+    top = [s.no for s in standings(t, "A")][:2]
+    assert final.final and final.number == 3 and final.matches[0].players == tuple(top)
+
+
+def test_what_does_not_add_up_is_flagged_and_keeps_the_round_open():
+    t = two_block_tournament(6)
+    t = ops.apply(t, ops.pair_next(t, "A", "now"))
+    m = t.rounds_of("A")[0].matches[0]
+    t = ops.apply(t, ops.record_result(t, 1, m.mat, {m.players[0]: 10, m.players[1]: 9}, None,
+                                       "operator", "now"))
+    codes = {(f.code, f.mat) for f in round_flags(t, t.rounds_of("A")[0])}
+    assert ("too_many_cards", m.mat) in codes
+    assert ("missing_result", m.mat + 1) in codes
+    assert ("no_referee", m.mat) in codes
+    assert not complete(t, t.rounds_of("A")[0])
+    with pytest.raises(Invalid, match="took 18 cards, but 17 were read"):
+        ops.record_result(t, 1, m.mat, {m.players[0]: 18, m.players[1]: 0}, None, "op", "now")
+    with pytest.raises(Invalid, match="give the cards of each of them"):
+        ops.record_result(t, 1, m.mat, {m.players[0]: 1, 999: 0}, None, "op", "now")
+    with pytest.raises(Invalid, match="only for a tied final"):
+        ops.record_result(t, 1, m.mat, {m.players[0]: 8, m.players[1]: 8}, m.players[0], "op",
+                          "now")
+    # the same result again is no change
+    assert ops.record_result(t, 1, m.mat, {m.players[0]: 10, m.players[1]: 9}, None, "x",
+                             "later") is None
+
+
+def test_a_referee_enters_results_only_at_its_mats_and_only_while_the_round_is_open():
+    t = two_block_tournament(6)
+    t = ops.apply(t, ops.assign_referee(t, "r1", "審判1", "main", [1, 2]))
+    t = ops.apply(t, ops.pair_next(t, "A", "now"))
+    r = t.rounds_of("A")[0]
+    for m in r.matches:
+        cards = {m.players[0]: 5, m.players[1]: 4}
+        if m.mat in (1, 2):
+            t = ops.apply(t, ops.record_result(t, 1, m.mat, cards, None, "r", "now",
+                                               referee="r1"))
+        else:
+            with pytest.raises(Forbidden, match=f"mat {m.mat} is not one of this referee's"):
+                ops.record_result(t, 1, m.mat, cards, None, "r", "now", referee="r1")
+            t = ops.apply(t, ops.record_result(t, 1, m.mat, cards, None, "operator", "now"))
+    t = ops.apply(t, ops.pair_next(t, "A", "now"))
+    m = r.matches[0]
+    with pytest.raises(Conflict, match="can only be corrected at the desk"):
+        ops.record_result(t, 1, m.mat, {m.players[0]: 1, m.players[1]: 4}, None, "r", "now",
+                          referee="r1")
+    t = ops.apply(t, ops.record_result(t, 1, m.mat, {m.players[0]: 1, m.players[1]: 4}, None,
+                                       "operator", "later"))
+    changes = [c for c in t.history if c.mat == m.mat and c.round == 1]
+    assert [c.by for c in changes] == ["r", "operator"]
+    assert changes[1].before == changes[0].after and changes[1].after.cards == (1, 4)
+    with pytest.raises(Invalid, match="mat 40 is no block's"):
+        ops.assign_referee(t, "r2", "x", "main", [40])
+    with pytest.raises(Conflict, match="mat 1 is already 審判1's"):
+        ops.assign_referee(t, "r2", "x", "main", [1])
+
+
+def test_withdrawal_and_late_entry_take_effect_from_the_first_round_not_started():
+    t = two_block_tournament(6)
+    t = ops.apply(t, ops.pair_next(t, "A", "now"))
+    t = ops.apply(t, ops.withdraw(t, 1))
+    assert t.player(1).withdrawn_round == 1  # round 1 is paired but has not started
+    assert {f.code for f in round_flags(t, t.rounds_of("A")[0])} >= {"withdrawn_paired"}
+    t = ops.apply(t, ops.unpair(t, "A", 1))
+    t = ops.apply(t, ops.add_players(t, [Entry("遅刻", club="c9")], late=True))
+    late = t.players[-1]
+    assert late.block == "A" and late.joined_round == 1
+    t = ops.apply(t, ops.pair_next(t, "A", "now"))
+    seated = {p for m in t.rounds_of("A")[0].matches for p in m.players}
+    assert 1 not in seated and late.no in seated and len(seated) == 6
+
+
+# ---------------------------------------------------------------------- entries CSV
+def test_entries_csv_in_japanese_excel_shift_jis_with_every_bad_line_named():
+    text = "氏名,ふりがな,所属,学年,ブロック\n山田　太郎 ,ﾔﾏﾀﾞ,東小,５,a\n鈴木花子,すずき,西小,6,\n"
+    es, warnings = read_entries(text.encode("cp932"))
+    assert es[0] == Entry("山田 太郎", "ヤマダ", "東小", "5", "A")
+    assert es[1].block is None and warnings == []
+    es, _ = read_entries(("\ufeffname,club\nA,x\n").encode())
+    assert es == [Entry("A", club="x")]
+    with pytest.raises(Invalid, match=r"2 bad line\(s\), nobody added: line 3: name is empty; "
+                                      r"line 4: block 'AB!' is not a block name"):
+        read_entries("name,block\nok,\n,A\nx,AB!\n")
+    with pytest.raises(Invalid, match="no name column"):
+        read_entries("who,club\na,b\n")
+    with pytest.raises(Invalid, match="name is 41 characters"):
+        read_entries("name\n" + "あ" * 41 + "\n")
+    _, warnings = read_entries("name,club,memo\nA,x,1\nA,x,2\n")
+    assert warnings == ["unknown column ignored: memo", "A entered 2 times (x)"]
+
+
+# ---------------------------------------------------------------------- blocks
+@settings(max_examples=80, deadline=None)
+@given(st.integers(2, 60), st.integers(1, 6), st.sampled_from(list(Method)),
+       st.integers(0, 10 ** 6), st.data())
+def test_blocks_are_balanced_and_keep_pre_assigned_players(n, count, method, seed, data):
+    names = [chr(65 + i) for i in range(count)]
+    clubs = data.draw(st.lists(st.sampled_from(["a", "b", "c", ""]), min_size=n, max_size=n))
+    pre = data.draw(st.lists(st.sampled_from([None, None, None, *names]), min_size=n,
+                             max_size=n))
+    ps = [Player(i + 1, f"p{i}", club=clubs[i], grade=str(i % 3), block=pre[i])
+          for i in range(n)]
+    got = draw(ps, names, method, seed)
+    assert set(got) == {p.no for p in ps}
+    assert all(got[p.no] == p.block for p in ps if p.block)
+    sizes = [sum(1 for b in got.values() if b == name) for name in names]
+    pre_sizes = [sum(1 for p in ps if p.block == name) for name in names]
+    if max(pre_sizes) <= n // count:  # the pre-assigned do not overfill a block
+        assert max(sizes) - min(sizes) <= 1, sizes
+    else:  # only the pre-assigned make a block bigger than the others
+        assert all(s == p for s, p in zip(sizes, pre_sizes, strict=True) if s > min(sizes) + 1)
+    assert draw(ps, names, method, seed) == got  # the seed decides
+
+
+def test_clubs_are_spread_over_the_blocks():
+    ps = [Player(i, f"p{i}", club="東小" if i <= 8 else f"c{i}") for i in range(1, 41)]
+    got = draw(ps, ["A", "B", "C", "D"], Method.CLUBS, 3)
+    per_block = [sum(1 for p in ps if p.club == "東小" and got[p.no] == b) for b in "ABCD"]
+    assert per_block == [2, 2, 2, 2]
+
+
+# ---------------------------------------------------------------------- the JSON document
+def test_the_document_round_trips_and_a_bad_one_is_refused_naming_the_field():
+    t = two_block_tournament(7)
+    t = play(t, lambda ps: [6, 5, 4][:len(ps)])
+    t = ops.apply(t, ops.assign_referee(t, "r1", "審判", "main", [1]))
+    doc = json.loads(json.dumps(to_document(t)))
+    back = from_document(doc)
+    assert to_document(back) == to_document(t)
+    assert standings(back, "A") == standings(t, "A")
+    doc["rounds"][0]["matches"][0]["players"] = [1, 9999]
+    with pytest.raises(Invalid, match=r"document.rounds\[0\].matches\[0\].players: must be two "
+                                      "or three different entered players"):
+        from_document(doc)
+    with pytest.raises(Invalid, match="is not a yomite tournament"):
+        from_document({"format": "other"})
