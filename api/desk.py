@@ -26,7 +26,7 @@ from desk import tournament as ops
 from desk.errors import Conflict, Invalid, NotFound
 from desk.export import RESERVED_IDS, TOURNAMENT_ID
 from desk.model import Reading, ReadingStatus, Round, Settings, Tournament
-from desk.repository import Repository, open_repository
+from desk.repository import Repository, StorageError, open_repository
 from reader.config import Config
 from reader.errors import ReaderError
 from reader.events import Close, ExtraCard, Start
@@ -71,13 +71,21 @@ class Desk:
         self.config = config
         self.hall = hall
         self.repo: Repository | None = None
+        self.fault: StorageError | None = None  # the database could not be opened
         self.cache: dict[str, Tournament] = {}
         self._db = ThreadPoolExecutor(1, thread_name_prefix="desk-db")
         self._changed: dict[str, asyncio.Event] = {}
 
     # ------------------------------------------------------------------ life
     async def start(self) -> None:
-        self.repo = await self._call(open_repository, self.config.desk.database_url)
+        try:
+            self.repo = await self._call(open_repository, self.config.desk.database_url)
+        except StorageError as e:
+            # a full or read-only disk must not keep the hall from reading: the desk answers
+            # 503 with the reason until the server is started again with room to write
+            self.fault = e
+            log.error("the desk is unavailable: %s", e)
+            return
         summaries = await self._call(self.repo.summaries)
         for s in summaries:
             t = await self._call(self.repo.load, s.id)
@@ -96,8 +104,15 @@ class Desk:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._db, partial(fn, *args))
 
+    def _repo(self) -> Repository:
+        if self.repo is None:
+            raise self.fault or StorageError("the desk's database is not open")
+        return self.repo
+
     # ------------------------------------------------------------------ tournaments
     def get(self, tid: str) -> Tournament:
+        if self.fault is not None:
+            raise self.fault
         t = self.cache.get(tid)
         if t is None:
             raise NotFound(f"there is no tournament {tid!r}",
@@ -106,6 +121,8 @@ class Desk:
         return t
 
     def tournaments(self) -> list[Tournament]:
+        if self.fault is not None:
+            raise self.fault
         return sorted(self.cache.values(), key=lambda t: t.created_at)
 
     async def create(self, tid: str | None, name: str, day: str, rounds: int | None,
@@ -125,8 +142,7 @@ class Desk:
 
     async def store(self, t: Tournament, replace_existing: bool = False) -> Tournament:
         """A whole tournament (new or imported) into the database and memory."""
-        assert self.repo is not None
-        repo = self.repo
+        repo = self._repo()
 
         def work() -> Tournament:
             if t.id in self.cache and not replace_existing:
@@ -144,8 +160,7 @@ class Desk:
 
     async def delete(self, tid: str) -> None:
         self.get(tid)
-        assert self.repo is not None
-        repo = self.repo
+        repo = self._repo()
 
         def work() -> None:
             repo.delete(tid)
@@ -156,8 +171,7 @@ class Desk:
 
     async def change(self, tid: str, op: Op) -> Tournament:
         """Apply one desk step: computed, written and kept in memory in the database thread."""
-        assert self.repo is not None
-        repo = self.repo
+        repo = self._repo()
 
         def work() -> tuple[Tournament, bool]:
             t = self.get(tid)
@@ -178,8 +192,7 @@ class Desk:
                       ) -> Tournament:
         """Several changes computed together (every block's pairing): all are checked before
         the first is written; each is its own transaction."""
-        assert self.repo is not None
-        repo = self.repo
+        repo = self._repo()
 
         def work() -> Tournament:
             t = self.get(tid)

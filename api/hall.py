@@ -154,7 +154,9 @@ class ChannelService:
                 self._pending[ref] = event
                 self.deferred += 1
                 return
-            self._spend(ref, now)
+            # no allowance spent: a hand can only go up again after it went down, and that
+            # is what is counted; the debounce window starts again
+            self._last_change[ref] = now
             await self.runtime.submit(event)
             return
         wait = max(self._last_change.get(ref, -1e9) + self.debounce_s - now,

@@ -209,7 +209,10 @@ def test_a_hold_silences_the_reading_when_the_disk_is_full_and_the_hall_restarts
 
             before_hold = loud[frame_at(t_hold) - round(0.2 * cap.rate):
                                frame_at(t_hold) - round(0.1 * cap.rate)]
-            assert before_hold.size and before_hold.mean() > 0.5, "the tone was sounding"
+            segs = [((a / cap.rate + cap.t0) - t_hold, (b - a) / cap.rate)
+                    for a, b in cap.segments()]
+            assert before_hold.size and before_hold.mean() > 0.5, (
+                "the tone was sounding", segs, t_answered - t_hold)
             after = frame_at(t_answered + 0.1)
             assert loud.size - after > cap.rate, "the capture goes on for a second"
             assert not loud[after:].any(), (

@@ -11,13 +11,12 @@ import httpx2
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
-from pydantic import TypeAdapter
 from schemathesis.core import NOT_SET
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from api.app import create_app
-from api.models import WsHold, WsMessage, WsPing, WsRelease
+from api.protocol import CLIENT, Ping
 from reader.config import parse_config
 
 from .serverproc import Server
@@ -78,14 +77,11 @@ def test_no_server_errors(case, server):
 
 
 # ---------------------------------------------------------------------- the WebSocket
-MESSAGES: TypeAdapter[WsHold | WsRelease | WsPing] = TypeAdapter(WsMessage)
-
-
 def ws_spec() -> dict:
     """The WebSocket's client messages as an OpenAPI document of one pseudo-operation whose
     body is a message: schemathesis draws bodies from it (valid ones and, in its negative
     mode, ones that break the schema), and the test sends each over a real socket."""
-    schema = MESSAGES.json_schema(ref_template="#/components/schemas/{model}")
+    schema = CLIENT.json_schema(ref_template="#/components/schemas/{model}")
     defs = schema.pop("$defs")
     return {"openapi": "3.1.0", "info": {"title": "yomite WebSocket", "version": "1"},
             "paths": {"/ws/channels/main": {"post": {
@@ -126,7 +122,7 @@ class Sockets:
         error kind, "state"...; a message that is itself a ping is answered by a pong
         first). A hang or a close fails."""
         try:
-            pongs = 2 if isinstance(MESSAGES.validate_json(text), WsPing) else 1
+            pongs = 2 if isinstance(CLIENT.validate_json(text), Ping) else 1
         except (ValueError, RecursionError):
             pongs = 1
         conn.send(text)

@@ -46,14 +46,17 @@ async def test_a_hand_going_up_is_never_delayed():
     await asyncio.sleep(0.6)
     # the flood's last word was "down": that is where the hand ends, when the rate allows
     assert rt.applied[-1][0] == "release" and not rt.up
-    assert len(rt.applied) <= 2 * (3 + 4 * 0.7) + 2, rt.applied
+    assert len(rt.applied) <= 2 * (3 + 4 * 0.7) + 2, rt.applied  # downs limited, ups follow
 
 
 async def test_a_hold_cancels_a_release_that_waits():
     svc, rt = service(rate=1.0, burst=1)
     await svc.hand(Hold("r1", "x"))
+    await svc.hand(Release("r1"))  # the one allowed at once
+    await svc.hand(Hold("r1", "x"))  # up again at once
     await svc.hand(Release("r1"))  # the allowance is spent: this one waits
     assert rt.up
     await svc.hand(Hold("r1", "x"))  # and the hand goes up again before it is applied
     await asyncio.sleep(1.2)
     assert rt.up, rt.applied
+    assert [k for k, _ in rt.applied] == ["hold", "release", "hold", "hold"]
