@@ -4,6 +4,8 @@ CSS printed from the browser; nothing fetched from outside."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from html import escape
 
 from desk.model import Player, Round, Tournament
@@ -38,6 +40,13 @@ td.mat { font-size: 22pt; font-weight: bold; text-align: center; width: 18mm; }
 @media screen { body { max-width: 210mm; margin: 0 auto; padding: 8mm; }
                 section { border-bottom: 2px dashed #999; margin-bottom: 10mm; } }
 """
+
+
+# the pages' policy (api.guards gives other pages theirs): nothing but this very style sheet,
+# inline so that a saved page prints the same, allowed by its hash; no script, no framing
+CSP = ("default-src 'none'; style-src 'sha256-"
+       + base64.b64encode(hashlib.sha256(STYLE.encode()).digest()).decode()
+       + "'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 
 
 def _doc(title: str, body: str) -> str:

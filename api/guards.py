@@ -279,7 +279,10 @@ class SecurityHeaders:
                 ctype = next((v for k, v in headers if k == b"content-type"), b"")
                 if ctype.startswith(b"text/html"):
                     headers.append((b"x-frame-options", b"DENY"))
-                    if not docs:  # FastAPI's API docs page is built with an inline script
+                    # FastAPI's API docs page is built with an inline script; a page that
+                    # brings a policy of its own (the desk's print pages) keeps it
+                    own = any(k == b"content-security-policy" for k, _ in headers)
+                    if not docs and not own:
                         headers.append((b"content-security-policy", PAGE_CSP.encode()))
                 message["headers"] = headers
             await send(message)

@@ -567,12 +567,14 @@ async def print_round(tid: str, number: int, request: Request) -> HTMLResponse:
     rounds = [r for r in t.rounds if r.number == number]
     if not rounds:
         raise NotFound(f"round {number} is not paired", "")
-    return HTMLResponse(desk_print.round_page(t, number))
+    return HTMLResponse(desk_print.round_page(t, number),
+                        headers={"Content-Security-Policy": desk_print.CSP})
 
 
 @pages.get("/print/{tid}/standings")
 async def print_standings(tid: str, request: Request) -> HTMLResponse:
-    return HTMLResponse(desk_print.standings_page(_t(request, tid)))
+    return HTMLResponse(desk_print.standings_page(_t(request, tid)),
+                        headers={"Content-Security-Policy": desk_print.CSP})
 
 
 __all__ = ["pages", "router"]
