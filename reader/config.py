@@ -179,18 +179,6 @@ class ChannelConfig(Frozen):
     output: ChannelOutput = "device"
     volume_db: float = Field(0.0, ge=-60, le=0)  # the channel's volume (the console changes it)
 
-
-class SpeakersConfig(Frozen):
-    """The browser speakers (/speaker/{channel})."""
-
-    # the first clip after a start or an extra card is sent this far ahead on a channel with
-    # browser speakers, so that a page has fetched and decoded it before it is due
-    lead_ms: float = Field(500.0, ge=0, le=5000)
-    # speaker pages per channel (each costs the server one message per clip)
-    max_per_channel: int = Field(64, ge=1, le=1000)
-    # a clip's Opus bit rate: speech is transparent from ~32 kbit/s
-    bitrate_kbps: int = Field(48, ge=16, le=256)
-
     @field_validator("colors")
     @classmethod
     def _known_colors(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
@@ -202,6 +190,18 @@ class SpeakersConfig(Frozen):
             return tuple(parse_color(c).value for c in v)
         except BadDeck as e:
             raise ValueError(str(e)) from None
+
+
+class SpeakersConfig(Frozen):
+    """The browser speakers (/speaker/{channel})."""
+
+    # the first clip after a start or an extra card is sent this far ahead on a channel with
+    # browser speakers, so that a page has fetched and decoded it before it is due
+    lead_ms: float = Field(500.0, ge=0, le=5000)
+    # speaker pages per channel (each costs the server one message per clip)
+    max_per_channel: int = Field(64, ge=1, le=1000)
+    # a clip's Opus bit rate: speech is transparent from ~32 kbit/s
+    bitrate_kbps: int = Field(48, ge=16, le=256)
 
 
 class SecurityConfig(Frozen):
