@@ -123,6 +123,7 @@ class AudioConfig(Frozen):
     latency: Literal["low", "high"] | float = "low"
     fade_ms: float = Field(2.0, ge=0, le=100)
     schedule_lead_ms: float = Field(30.0, ge=0, le=1000)
+    process: bool = True
 
 
 class ChannelConfig(Frozen):

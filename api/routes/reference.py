@@ -21,6 +21,7 @@ router = APIRouter(tags=["reference"])
 async def health(h: HallDep) -> dict[str, Any]:
     return {"status": "ok",
             "channels": {n: {"output": s.audio,
+                             "output_stats": s.output_stats(),
                              "audio": s.runtime.state().get("audio") if s.runtime else None,
                              "clients": len(s.hub.clients),
                              "runtime": "running" if s.runtime and s.runtime.running

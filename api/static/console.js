@@ -22,7 +22,7 @@
     memorise: $("memorise"), cards: $("cards"), prepare: $("prepare"), qr: $("qr"), pin: $("pin"),
     loopback: $("loopback"), joinUrl: $("join-url"), displayUrl: $("display-url"),
     refCount: $("ref-count"), referees: $("referees"), csv: $("csv"), cardRows: $("card-rows"),
-    output: $("output"), audio: $("audio"),
+    output: $("output"), audio: $("audio"), underruns: $("underruns"),
   };
 
   let token = null;
@@ -327,6 +327,9 @@
     ui.output.className = /^(NO AUDIO|null output)/.test(out) ? "bad" : "";
     ui.audio.textContent = status === "ok" ? t("audio_ok") : status;
     ui.audio.className = status && status !== "ok" ? "bad" : "good";
+    const st = s && s.output_stats;
+    ui.underruns.textContent = st ? t("underruns_value", { n: st.underruns, late: st.late_clips }) : "";
+    ui.underruns.className = st && (st.underruns || st.late_clips) ? "bad" : "good";
   }
 
   function renderAll() {
