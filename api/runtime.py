@@ -20,9 +20,8 @@ from typing import Any, Protocol, assert_never
 
 import numpy as np
 
-from audio.device import DeviceSink
 from audio.errors import AudioError
-from audio.sink import DeviceFault, Sink, SinkEvent
+from audio.sink import DeviceFault, Reopenable, Sink, SinkEvent
 from reader.clip import Clip
 from reader.clock import Clock, OffsetClock
 from reader.commands import Command, PlayClip, Publish, Record, StopAudio
@@ -170,7 +169,7 @@ class ChannelRuntime:
     async def run(self) -> None:
         while True:
             item, fut = await self._next()
-            if isinstance(item, ClearHolds) and isinstance(self.sink, DeviceSink) \
+            if isinstance(item, ClearHolds) and isinstance(self.sink, Reopenable) \
                     and self.sink.faulted:
                 # the operator resumes after an audio fault: the output must come back first
                 try:
