@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
@@ -21,7 +22,24 @@ from .hall import Hall, SinkFactory, default_sink
 from .routes import holds, matches, pages, referees, reference, ws
 from .runtime import VoiceLike
 
+if TYPE_CHECKING:
+    from audio.renderpool import RenderPool
+
 __all__ = ["ApiError", "create_app"]
+
+
+def hall_voice(config: Config) -> tuple[VoiceLike, RenderPool | None]:
+    """The configured voice; rendered ahead in processes (`audio.render_workers`) when it is
+    a real voice with a disk cache to share."""
+    from audio.renderpool import PooledVoice, RenderPool
+    from audio.voice import make_voice
+
+    local = make_voice(config.voice, config.audio.rate)
+    workers = config.audio.render_workers
+    if workers == 0 or local.cache_dir is None:
+        return local, None
+    pool = RenderPool(workers or 0)
+    return PooledVoice(config.voice, config.audio.rate, pool, local), pool
 
 
 def create_app(
@@ -39,10 +57,9 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         v = voice
+        pool = None
         if v is None:
-            from audio.voice import make_voice
-
-            v = make_voice(config.voice, config.audio.rate)
+            v, pool = hall_voice(config)
         hall = Hall(config, v, auth, make_sink)
         app.state.hall = hall
         await hall.start()
@@ -52,6 +69,8 @@ def create_app(
             yield
         finally:
             await hall.stop()
+            if pool is not None:
+                pool.close()
 
     app = FastAPI(title="yomite", version="0.1.0", lifespan=lifespan,
                   description="The hall service of yomite, an automated karuta reader.")

@@ -18,6 +18,7 @@ from reader.events import Hold, Release
 
 from .auth import Auth
 from .hub import Hub
+from .loopwatch import LoopWatch
 from .runtime import ChannelRuntime, VoiceLike
 
 log = logging.getLogger("yomite.hall")
@@ -178,6 +179,7 @@ class Hall:
         self.auth = auth
         self.make_sink = make_sink
         self.channels: dict[str, ChannelService] = {}
+        self.loop_watch = LoopWatch()
         for ch in config.server.channels:
             pin = _pin(config.journal_dir / ch.name / "pin")
             self.channels[ch.name] = ChannelService(
@@ -186,6 +188,7 @@ class Hall:
             )
 
     async def start(self) -> None:
+        self.loop_watch.start()
         for ch in self.config.server.channels:
             svc = self.channels[ch.name]
             sink, description = self.make_sink(self.config, ch)
@@ -197,6 +200,7 @@ class Hall:
             svc.on_state(rt.state())
 
     async def stop(self) -> None:
+        await self.loop_watch.stop()
         for svc in self.channels.values():
             for c in list(svc.hub.clients):
                 svc.hub.remove(c)

@@ -124,6 +124,7 @@ class AudioConfig(Frozen):
     fade_ms: float = Field(2.0, ge=0, le=100)
     schedule_lead_ms: float = Field(30.0, ge=0, le=1000)
     process: bool = True
+    render_workers: int | None = Field(None, ge=0, le=64)
 
 
 class ChannelConfig(Frozen):

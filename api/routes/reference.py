@@ -20,6 +20,7 @@ router = APIRouter(tags=["reference"])
 @router.get("/api/health")
 async def health(h: HallDep) -> dict[str, Any]:
     return {"status": "ok",
+            "event_loop": h.loop_watch.report(),
             "channels": {n: {"output": s.audio,
                              "output_stats": s.output_stats(),
                              "audio": s.runtime.state().get("audio") if s.runtime else None,
