@@ -23,6 +23,7 @@
     loopback: $("loopback"), joinUrl: $("join-url"), displayUrl: $("display-url"),
     refCount: $("ref-count"), referees: $("referees"), csv: $("csv"), cardRows: $("card-rows"),
     output: $("output"), audio: $("audio"), underruns: $("underruns"),
+    render: $("render"), renderBar: $("render-bar"),
   };
 
   let token = null;
@@ -330,6 +331,14 @@
     const st = s && s.output_stats;
     ui.underruns.textContent = st ? t("underruns_value", { n: st.underruns, late: st.late_clips }) : "";
     ui.underruns.className = st && (st.underruns || st.late_clips) ? "bad" : "good";
+    const r = s && s.render;
+    ui.renderBar.hidden = !r;
+    ui.renderBar.max = r ? Math.max(1, r.total) : 1;
+    ui.renderBar.value = r ? r.done : 0;
+    ui.render.textContent = !r ? "" : r.error ? t("render_failed", { detail: r.error })
+      : r.done >= r.total ? t("render_done", { total: r.total })
+      : t("render_value", { done: r.done, total: r.total });
+    ui.render.className = r && r.error ? "bad" : "";
   }
 
   function renderAll() {
