@@ -80,8 +80,10 @@ def serve(config: Config, host: str | None = None, port: int | None = None) -> i
         banner(hall, h, p, token, generated)
 
     app = create_app(config, on_ready=ready)
+    # no per-message compression: on a hall's LAN it costs more CPU than it saves, and it
+    # would make each phone's frame different (api/hub.py writes one frame to all)
     ucfg = uvicorn.Config(app, host=h, port=p, log_level="info", ws_max_size=65536,
-                          ws="websockets-sansio")
+                          ws="websockets-sansio", ws_per_message_deflate=False)
     for name in ("uvicorn.access", "uvicorn.error", "uvicorn"):
         logging.getLogger(name).addFilter(RedactSecrets())
     uvicorn.Server(ucfg).run()

@@ -25,6 +25,8 @@ async def health(h: HallDep) -> dict[str, Any]:
                              "output_stats": s.output_stats(),
                              "audio": s.runtime.state().get("audio") if s.runtime else None,
                              "clients": len(s.hub.clients),
+                             "direct_clients": sum(c.transport is not None
+                                                   for c in s.hub.clients),
                              "runtime": "running" if s.runtime and s.runtime.running
                              else "stopped",
                              "dropped_clients": s.hub.dropped,
