@@ -139,6 +139,9 @@ class Hub:
         self.clients: set[Client] = set()
         self.dropped = 0
         self.lags: deque[float] = deque(maxlen=20000)
+        # (seq, time.monotonic()) of the latest publications: a benchmark on this machine
+        # measures publish -> received with it (bench/ws_fanout.py)
+        self.published: deque[tuple[int, float]] = deque(maxlen=64)
 
     def add(self, send: Send, close: Close, *, operator: bool, referee: str | None = None,
             name: str = "", transport: asyncio.WriteTransport | None = None) -> Client:
@@ -162,6 +165,7 @@ class Hub:
             False: _dumps({"type": "state", **public_view}),
         }
         frames: dict[bool, bytes] = {}
+        self.published.append((int(operator_view.get("seq", 0)), time.monotonic()))
         now = time.perf_counter()
         lags = self.lags
         for c in list(self.clients):

@@ -30,7 +30,8 @@ async def health(h: HallDep) -> dict[str, Any]:
                              "runtime": "running" if s.runtime and s.runtime.running
                              else "stopped",
                              "dropped_clients": s.hub.dropped,
-                             "fanout_lag_ms": s.hub.lag_ms()}
+                             "fanout_lag_ms": s.hub.lag_ms(),
+                             "recent_publishes": list(s.hub.published)}
                          for n, s in h.channels.items()}}
 
 
