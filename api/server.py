@@ -1,7 +1,9 @@
 """`yomite serve`: the hall service on uvicorn, with its URLs, PINs and a QR code printed for the
 operator."""
 
+import contextlib
 import logging
+import os
 import re
 import socket
 import sys
@@ -79,6 +81,8 @@ def serve(config: Config, host: str | None = None, port: int | None = None) -> i
     def ready(hall: Hall, token: str, generated: bool) -> None:
         banner(hall, h, p, token, generated)
 
+    with contextlib.suppress(OSError):  # not permitted: ordinary priority
+        os.setpriority(os.PRIO_PROCESS, 0, config.server.nice)
     app = create_app(config, on_ready=ready)
     # no per-message compression: on a hall's LAN it costs more CPU than it saves, and it
     # would make each phone's frame different (api/hub.py writes one frame to all)

@@ -31,7 +31,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 
-from reader.clip import Clip
+from reader.clip import Clip, ClipKind
 from reader.config import VoiceConfig
 
 from .errors import VoiceError
@@ -55,9 +55,10 @@ class _Job:
 class RenderPool:
     """`workers` render processes (0: one per core), started on first use."""
 
-    def __init__(self, workers: int = 0, nice: int = 10) -> None:
+    def __init__(self, workers: int = 0, nice: int = 2) -> None:
         self.size = workers or os.cpu_count() or 1
         self.nice = nice
+        self._warm: tuple[VoiceConfig, int] | None = None
         self._heap: list[_Job] = []
         self._jobs: dict[tuple[str, int, str], _Job] = {}  # queued or running, by what they make
         self._cv = threading.Condition()
@@ -91,6 +92,14 @@ class RenderPool:
                 job.on_done.append(on_done)
             return job.done
 
+    def start(self, cfg: VoiceConfig, rate: int) -> None:
+        """Start every worker now and have it load the voice (Open JTalk's dictionary takes a
+        second or more on a busy machine), so that the first start does not wait for that."""
+        with self._cv:
+            self._warm = (cfg, rate)
+            while len(self._threads) < self.size:
+                self._new_thread()
+
     def close(self) -> None:
         with self._cv:
             self._closed = True
@@ -111,15 +120,24 @@ class RenderPool:
     def _grow(self) -> None:
         """One more worker while there are more queued jobs than workers (cv held)."""
         if len(self._threads) < self.size and len(self._heap) > 0:
-            t = threading.Thread(target=self._dispatch, name=f"yomite-render-{len(self._threads)}",
-                                 daemon=True)
-            self._threads.append(t)
-            t.start()
+            self._new_thread()
+
+    def _new_thread(self) -> None:
+        t = threading.Thread(target=self._dispatch, name=f"yomite-render-{len(self._threads)}",
+                             daemon=True)
+        self._threads.append(t)
+        t.start()
 
     def _dispatch(self) -> None:
         conn: Connection | None = None
         proc: subprocess.Popen[bytes] | None = None
         try:
+            warm = self._warm
+            if warm is not None:
+                with contextlib.suppress(OSError, EOFError):
+                    conn, proc = self._spawn()
+                    conn.send(("warm", *warm))
+                    conn.recv()
             while True:
                 with self._cv:
                     while not self._heap and not self._closed:
@@ -294,16 +312,25 @@ class PooledVoice:
 
 # ---------------------------------------------------------------------- the worker process
 def _worker(fd: int, nice: int) -> None:
-    with contextlib.suppress(OSError):
-        os.nice(nice)
+    with contextlib.suppress(OSError):  # absolute: not the server's niceness plus this
+        os.setpriority(os.PRIO_PROCESS, 0, nice)
     conn = Connection(fd)
     voices: dict[tuple[str, int], RenderedVoice] = {}
     while True:
         try:
-            cfg, rate, clip = conn.recv()
+            msg = conn.recv()
         except (EOFError, OSError):
             return
         try:
+            if msg[0] == "warm":  # load the voice: one mora, rendered and thrown away
+                _, cfg, rate = msg
+                voice = make_voice(cfg, rate)
+                voices[(cfg.model_dump_json(), rate)] = voice
+                voice.memory_bytes = 0
+                voice.voice.render(Clip(ClipKind.CALL, "あ", "あ", name="warm-up"))
+                conn.send((True, ""))
+                continue
+            cfg, rate, clip = msg
             key = (cfg.model_dump_json(), rate)
             voice = voices.get(key)
             if voice is None:

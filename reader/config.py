@@ -150,6 +150,7 @@ class ServerConfig(Frozen):
     security: SecurityConfig = SecurityConfig()
     client_queue: int = Field(64, ge=1, le=10000)
     hold_debounce_ms: float = Field(0.0, ge=0, le=5000)
+    nice: int = Field(-10, ge=-20, le=19)
 
     @field_validator("channels")
     @classmethod
