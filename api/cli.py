@@ -49,6 +49,9 @@ def _match_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=None, help="shuffle seed (random if omitted)")
     p.add_argument("--cards", type=int, default=None, help="number of cards (default 17)")
     p.add_argument("--memorise", type=float, default=None, help="memorisation seconds")
+    p.add_argument("--no-close", action="store_true",
+                   help="end when the cards are read, without the end and move calls (rule "
+                        "18); by default they follow at once when no one is at the keys")
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -92,7 +95,7 @@ def _cbreak() -> Iterator[bool]:
 async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int:
     from audio.sink import NullSink, WallClock
     from audio.voice import make_voice
-    from reader.events import OPERATOR, Abort, ExtraCard, Hold, Release, Start
+    from reader.events import OPERATOR, Abort, Close, ExtraCard, Hold, Release, Start
 
     from .runtime import ChannelRuntime, PrepareMatch
     from .terminal import TerminalView
@@ -111,17 +114,36 @@ async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int
         sink = NullSink(cfg.audio.rate, clock)
         print(f"dry run: no sound, {voice.name} durations, x{args.speed:g} speed")
     m = cfg.match
-    texts = {"memorise_call": m.memorise_call.text, "prelude_intro": m.prelude.intro.text,
-             "prelude_kami": m.prelude.kami.text, "prelude_shimo": m.prelude.shimo.text,
-             "end_call": m.end_call.text}
+    texts = {"bow_call": m.bow_call.text, "memorise_call": m.memorise_call.text,
+             "prelude_intro": m.prelude.intro.text, "prelude_kami": m.prelude.kami.text,
+             "prelude_shimo": m.prelude.shimo.text, "extra_call": m.extra_call.text,
+             "end_call": m.end_call.text, "move_call": m.move_call.text}
     view = TerminalView(texts, cfg.audio.rate)
     done = asyncio.Event()
+    interactive = sys.stdin.isatty()
+    said = False
 
     def on_publish(state: dict[str, Any]) -> None:
+        nonlocal said
         view.on_state(state)
         mm = state.get("match")
-        if mm and mm["phase"] in ("finished", "aborted") and not args.stay:
+        phase = mm["phase"] if mm else None
+        if phase in ("closed", "aborted"):
             done.set()
+        elif phase == "finished" and not mm["paused"]:
+            # rule 16: the players count their cards; rule 18 waits for the hall
+            if interactive:
+                if not said:
+                    said = True
+                    print("finished: x = one more card (a tie), c = close (thanks, move), "
+                          "q = quit")
+            elif args.no_close:
+                done.set()
+            elif not said:
+                said = True
+                runtime.post(Close())  # no one at the keys: close at once
+        else:
+            said = False
 
     runtime = ChannelRuntime("cli", cfg, voice, sink, on_publish=on_publish,
                              on_record=view.on_record, journal_dir=Path(cfg.journal_dir),
@@ -133,8 +155,9 @@ async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int
         assert runtime.engine is not None
         deck = ", ".join(args.colors) or ", ".join(m.colors)
         print(f"deck: {deck}; seed {runtime.engine.deck.seed}; journal {runtime.journal_path}")
-        if speakers:
-            print("keys: space = hold/release, x = one more card after the end, q = abort")
+        if interactive:
+            print("keys: space = hold/release; after the cards: x = one more card, "
+                  "c = close (thanks and move); q = abort or quit")
         await runtime.submit(Start())
         held = False
         loop = asyncio.get_running_loop()
@@ -147,10 +170,13 @@ async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int
                         runtime.post(Release(OPERATOR) if held else Hold(OPERATOR, "console"))
                         held = not held
                     elif ch in "xX":
-                        args.stay = True
                         runtime.post(ExtraCard())
+                    elif ch in "cC":
+                        runtime.post(Close())
                     elif ch in "qQ":
-                        runtime.post(Abort("aborted from the terminal"))
+                        phase = runtime.engine.phase.value if runtime.engine else None
+                        if phase not in ("finished", "closed"):
+                            runtime.post(Abort("aborted from the terminal"))
                         loop.call_later(0.3, done.set)
 
                 loop.add_reader(sys.stdin.fileno(), on_key)
@@ -159,7 +185,7 @@ async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int
             finally:
                 if keys:
                     loop.remove_reader(sys.stdin.fileno())
-        await asyncio.sleep(0.2)  # let the end call's tail leave the speakers
+        await asyncio.sleep(0.2)  # let the last call's tail leave the speakers
     finally:
         await runtime.stop()
         sink.close()
@@ -196,6 +222,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         out=Path(args.out),
         timeline=Path(args.timeline) if args.timeline else None,
         progress=_progress_bar if sys.stderr.isatty() else None,
+        close=not args.no_close,
     )
     print(json.dumps(result, ensure_ascii=False, indent=2))
     return 0
@@ -263,14 +290,14 @@ def build_parser() -> argparse.ArgumentParser:
     _match_args(d)
     d.add_argument("--speed", type=float, default=1.0, help="run this many times faster")
     d.add_argument("--voiced", action="store_true", help="use the configured voice's durations")
-    d.set_defaults(func=cmd_dry_run, stay=False)
+    d.set_defaults(func=cmd_dry_run)
 
     pl = sub.add_parser("play", help="read a whole match aloud through the speakers")
     _match_args(pl)
     pl.add_argument("--voice", choices=[e.value for e in VoiceEngine])
     pl.add_argument("--pack", default=None, help="a voice pack folder")
     pl.add_argument("--device", default=None, help="output device name or index")
-    pl.set_defaults(func=cmd_play, stay=False, speed=1.0, voiced=True)
+    pl.set_defaults(func=cmd_play, speed=1.0, voiced=True)
 
     r = sub.add_parser("render", help="render a whole match to a file, with its timeline")
     _match_args(r)

@@ -16,10 +16,10 @@ from reader.clock import ManualClock
 from reader.config import Config, with_match_overrides
 from reader.deck import Deck, parse_color
 from reader.engine import Engine
-from reader.events import Start, Tick
+from reader.events import Close, Event, Start, Tick
 from reader.journal import JournalWriter
 from reader.poems import all_poems
-from reader.programme import build_programme
+from reader.programme import build_programme, call_clips
 from reader.snapshot import Snapshot
 from reader.timeline import build_timeline
 
@@ -39,8 +39,10 @@ def render_match(
     timeline: Path | None = None,
     journal: Path | None = None,
     progress: Progress | None = None,
+    close: bool = True,
 ) -> dict[str, Any]:
-    """Render a whole match, uninterrupted, into `out` (wav/flac/mp3) and its timeline (JSON).
+    """Render a whole match, uninterrupted, into `out` (wav/flac/mp3) and its timeline (JSON):
+    with `close`, the end and move calls (rule 18) follow the last card at once.
 
     The timeline's frames are the file's sample positions: they agree to the sample.
     """
@@ -52,7 +54,8 @@ def render_match(
     sink = FileSink(rate, clock, fade_ms=cfg.audio.fade_ms)
     engine = Engine(match=match, deck=deck, voice=voice, clock=clock, rate=rate)
     t0 = time.perf_counter()
-    voice.prefetch(list(engine.programme_clips()), progress)
+    clips = list(engine.programme_clips()) + (engine.closing_clips() if close else [])
+    voice.prefetch(clips, progress)
     t_render = time.perf_counter() - t0
     records: list[dict[str, Any]] = []
     writer = JournalWriter(journal) if journal else None
@@ -67,10 +70,15 @@ def render_match(
     def publish(_snap: Snapshot) -> None:
         pass
 
-    carry_out(engine.handle(Start()), voice, sink, record, publish)
-    while (deadline := engine.next_deadline()) is not None:
-        clock.set(max(clock.now(), deadline))
-        carry_out(engine.handle(Tick()), voice, sink, record, publish)
+    def run(event: Event) -> None:
+        carry_out(engine.handle(event), voice, sink, record, publish)
+        while (deadline := engine.next_deadline()) is not None:
+            clock.set(max(clock.now(), deadline))
+            carry_out(engine.handle(Tick()), voice, sink, record, publish)
+
+    run(Start())
+    if close:
+        run(Close())
     if writer:
         writer.close()
     path = sink.write(out)
@@ -103,7 +111,8 @@ def render_voices(cfg: Config, *, colors: tuple[str, ...], progress: Progress | 
     cols = {parse_color(c) for c in colors} if colors else None
     nos = [p.no for p in all_poems() if cols is None or p.color in cols]
     segs = build_programme(cfg.match, nos, len(nos))
-    clips = list({s.clip.key: s.clip for s in segs if s.clip is not None}.values())
+    every = [*call_clips(cfg.match), *(s.clip for s in segs if s.clip is not None)]
+    clips = list({c.key: c for c in every}.values())
     t0 = time.perf_counter()
     voice.prefetch(clips, progress)
     dt = time.perf_counter() - t0

@@ -48,6 +48,9 @@ from reader.snapshot import Snapshot
 
 log = logging.getLogger("yomite.runtime")
 
+# phases in which nothing is being read and a new match may be prepared
+ENDED = (Phase.READY, Phase.FINISHED, Phase.CLOSED, Phase.ABORTED)
+
 
 class VoiceLike(Protocol):
     def frames(self, clip: Clip) -> int: ...
@@ -273,11 +276,10 @@ class ChannelRuntime:
         self._carry_out(self.engine.handle(event))
 
     def _prepare(self, p: PrepareMatch) -> None:
-        if self.engine is not None and self.engine.phase not in (
-            Phase.READY, Phase.FINISHED, Phase.ABORTED
-        ):
+        if self.engine is not None and self.engine.phase not in ENDED:
             raise IllegalMove("prepare a new match", f"the match is {self.engine.phase.value}",
-                              "abort it first")
+                              "abort it first" if self.engine.phase is not Phase.CLOSING
+                              else "wait for the closing calls to end")
         match_cfg: MatchConfig = self.config.match
         if p.overrides:
             match_cfg = with_match_overrides(match_cfg, p.overrides)
@@ -368,8 +370,11 @@ class ChannelRuntime:
             contents = read_journal(path)
             engine = replay(contents)
         except (JournalError, OSError, ValueError, KeyError) as e:
-            log.error("channel %s: cannot recover %s (%s); starting empty", self.name, path, e)
-            return {"journal": str(path), "error": str(e)}
+            log.error("channel %s: cannot recover the latest match: %s; starting empty",
+                      self.name, e)
+            self.recovered = {"journal": str(path), "error": str(e)}
+            self._publish_state(None)
+            return self.recovered
         if torn is not None:
             log.warning("channel %s: dropped a torn last line of %s: %r", self.name, path,
                         torn[:200])
@@ -384,7 +389,7 @@ class ChannelRuntime:
         self.journal = JournalWriter(path)
         self.recovered = {"journal": str(path), "records": len(contents.records),
                           "torn_line_dropped": torn is not None}
-        if engine.phase not in (Phase.READY, Phase.FINISHED, Phase.ABORTED):
+        if engine.phase not in ENDED:
             self._event(Hold(RECOVERED, "recovered after a restart"))
             self._start_prefetch(engine)
         else:

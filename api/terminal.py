@@ -7,11 +7,14 @@ from typing import Any, TextIO
 from reader.poems import poem
 
 KIND_WORDS = {
+    "bow_call": "bow",
     "memorise_call": "call",
     "prelude_intro": "prelude",
     "prelude_kami": "jokā kami",
     "prelude_shimo": "jokā shimo",
+    "extra_call": "extra",
     "end_call": "end call",
+    "move_call": "move",
 }
 
 
@@ -62,8 +65,12 @@ class TerminalView:
                 return f"{t}  cut: {f['label']} at +{f['offset_s']:.2f} s"
             case "resume":
                 return f"{t}resume ({f['policy']})"
+            case "bowed":
+                return f"{t}bowed: ready for the memorisation call"
             case "finished":
-                return f"{t}finished"
+                return f"{t}finished: the players count their cards"
+            case "closed":
+                return f"{t}closed"
             case "aborted":
                 return f"{t}aborted {f.get('reason', '')}"
             case "extra_card":

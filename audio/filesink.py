@@ -61,7 +61,8 @@ class FileSink(ClockedSink):
         if fmt not in _FORMATS:
             raise AudioError(f"cannot write {p}: unknown format {fmt!r}; use one of "
                              f"{', '.join(_FORMATS)}")
-        samples = to_int16(self._buf[: self.finish()])
+        n = self.finish()  # may grow the buffer: slice it only afterwards
+        samples = to_int16(self._buf[:n])
         if fmt == "wav":
             with wave.open(str(p), "wb") as w:
                 w.setnchannels(1)

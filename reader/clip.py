@@ -11,7 +11,7 @@ class Verse(StrEnum):
 
 
 class ClipKind(StrEnum):
-    CALL = "call"  # a spoken announcement: the memorisation call, the prelude's intro, the end call
+    CALL = "call"  # a spoken announcement: the bow, memorisation, prelude, extra, end, move calls
     PRELUDE = "prelude"  # the jokā waka (poem 0)
     VERSE = "verse"  # one verse of one of the hundred
 
@@ -24,7 +24,7 @@ class Clip:
     kind: ClipKind
     yomi: str
     text: str
-    name: str = ""  # calls: "memorise_call", "prelude_intro", "end_call"
+    name: str = ""  # calls: "bow_call", "memorise_call", "prelude_intro", "extra_call", ...
     poem: int | None = None  # Ogura number; 0 is the jokā prelude
     verse: Verse | None = None
 

@@ -29,6 +29,12 @@ class Spoken(Frozen):
     yomi: str = Field(min_length=1, max_length=200)
 
 
+class Call(Spoken):
+    """A call that a hall may do without: `enabled: false` leaves it out of the programme."""
+
+    enabled: bool = True
+
+
 class ResumePolicy(StrEnum):
     RESTART_VERSE = "restart_verse"
     RESTART_CARD = "restart_card"
@@ -39,10 +45,12 @@ Seconds = float
 
 
 class GapsConfig(Frozen):
+    after_bow_s: Seconds = Field(3.0, ge=0, le=60)
     after_call_s: Seconds = Field(1.0, ge=0, le=60)
     between_verses_s: Seconds = Field(1.0, ge=0, le=60)
     between_cards_s: Seconds = Field(1.5, ge=0, le=60)
     repeat_s: Seconds = Field(1.0, ge=0, le=60)
+    before_move_s: Seconds = Field(2.0, ge=0, le=60)
 
 
 class PreludeConfig(Frozen):
@@ -63,16 +71,37 @@ class ResumeConfig(Frozen):
     lead_in_s: Seconds = Field(1.0, ge=0, le=30)
 
 
+_CALLS = ("bow_call", "memorise_call", "extra_call", "end_call", "move_call")
+
+
 class MatchConfig(Frozen):
     colors: tuple[str, ...] = ("blue",)
     cards: int = Field(17, ge=1, le=100)
     memorise_s: Seconds = Field(30.0, ge=0, le=3600)
+    bow_call: Call = Call(text="礼", yomi="れい")
     memorise_call: Spoken = Spoken(text="札を覚えてください", yomi="ふだをおぼえてください")
     prelude: PreludeConfig = PreludeConfig()
     lower_verse_times: int = Field(1, ge=1, le=3)
-    end_call: Spoken = Spoken(text="ありがとうございました", yomi="ありがとうございました")
+    extra_call: Call = Call(text="もう一枚読みます", yomi="もういちまいよみます")
+    end_call: Call = Call(text="ありがとうございました", yomi="ありがとうございました")
+    move_call: Call = Call(text="移動してください", yomi="いどうしてください")
     gaps: GapsConfig = GapsConfig()
     resume: ResumeConfig = ResumeConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _call_texts(cls, data: Any) -> Any:
+        """`bow_call: {enabled: false}` keeps the call's default text and reading; a new text
+        needs its reading too (a missing one is named as missing)."""
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        for name in _CALLS:
+            v = out.get(name)
+            if isinstance(v, dict) and "text" not in v and "yomi" not in v:
+                default = cls.model_fields[name].default
+                out[name] = {"text": default.text, "yomi": default.yomi, **v}
+        return out
 
     @field_validator("colors")
     @classmethod

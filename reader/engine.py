@@ -14,6 +14,14 @@ Contract:
   gaps) always resume their remainder; speech follows the policy.
 - An illegal event raises IllegalMove naming the move and the phase. Anything the catch-up had
   already produced is kept and returned by the next call.
+
+The moves each phase allows (the hall calls of rules 1, 16 and 18 are the operator's steps):
+
+  ready      Bow (the bow call alone, back to ready), Start, Abort
+  finished   ExtraCard (its call, then one more card; back to finished), Close (the end and
+             move calls, then closed)
+  running    Abort (bowing, announcing, memorising, prelude, reading, tiebreak)
+  any phase  Hold (not aborted or closed), Release, ClearHolds, Tick
 """
 
 from collections.abc import Iterator
@@ -28,7 +36,9 @@ from .deck import Deck
 from .errors import BadDeck, IllegalMove
 from .events import (
     Abort,
+    Bow,
     ClearHolds,
+    Close,
     Event,
     ExtraCard,
     Hold,
@@ -38,13 +48,17 @@ from .events import (
     event_name,
     event_to_dict,
 )
-from .programme import Phase, Segment, SegmentKind, build_programme, extra_card
+from .programme import Phase, Segment, SegmentKind, build_programme, closing, extra_card
 from .snapshot import CardView, CutView, HoldView, SegmentView, Snapshot
 
-JOURNAL_VERSION = 1
+# 2: the bow call and Bow, the extra card's call, Close with the end and move calls (the end
+# call is no longer read by itself after the last card)
+JOURNAL_VERSION = 2
 
 _MOVE_WORDS = {
+    Bow: "signal the bow",
     Start: "start",
+    Close: "close the match",
     ExtraCard: "read an extra card",
     Abort: "abort",
     Hold: "raise a hold",
@@ -104,6 +118,11 @@ class Engine:
         self._lead_in = round(match.resume.lead_in_s * rate)
         self._clip_frames: dict[str, int] = {}
         self._terminal: Phase | None = Phase.READY
+        # the memorisation call's segment: where Start begins once the players have bowed
+        self._first_call = 2 if match.bow_call.enabled else 0
+        self._bowed = False
+        self._stop_at: int | None = None  # Bow reads up to (not including) this segment
+        self._closing = False  # Close was asked: the end of the programme is CLOSED
         self._cur = 0
         self._anchor = 0
         self._cut: Cut | None = None
@@ -189,7 +208,13 @@ class Engine:
                 for s in extra_card(self.match, 0, nxt + 1, self.deck.order[nxt])
                 if s.clip is not None
             ]
+        if not self._closing:
+            out += self.closing_clips()
         return out
+
+    def closing_clips(self) -> list[Clip]:
+        """The clips Close would read (rule 18's calls)."""
+        return [s.clip for s in closing(self.match) if s.clip is not None]
 
     def next_deadline(self) -> float | None:
         """Clock time (seconds) of the engine's next scheduled change, or None."""
@@ -291,7 +316,20 @@ class Engine:
                 "prelude": self.match.prelude.enabled,
             },
             reason=self._reason,
+            bowed=self._bowed,
+            calls=self._calls(),
         )
+
+    def _calls(self) -> dict[str, str | None]:
+        m = self.match
+        return {
+            "bow_call": m.bow_call.text if m.bow_call.enabled else None,
+            "memorise_call": m.memorise_call.text,
+            "prelude_intro": m.prelude.intro.text if m.prelude.enabled else None,
+            "extra_call": m.extra_call.text if m.extra_call.enabled else None,
+            "end_call": m.end_call.text if m.end_call.enabled else None,
+            "move_call": m.move_call.text if m.move_call.enabled else None,
+        }
 
     def state(self) -> dict[str, Any]:
         """Everything the engine knows, for comparing a replayed engine with a live one."""
@@ -307,6 +345,9 @@ class Engine:
             "clip_frames": dict(self._clip_frames),
             "countdown_mark": self._countdown_mark,
             "records": self._records,
+            "bowed": self._bowed,
+            "stop_at": self._stop_at,
+            "closing": self._closing,
         }
 
     # ------------------------------------------------------------------ events
@@ -314,14 +355,27 @@ class Engine:
         match event:
             case Tick():
                 return self._tick(t)
+            case Bow():
+                self._require(event, Phase.READY)
+                if not self.match.bow_call.enabled:
+                    raise IllegalMove("signal the bow", "ready",
+                                      "the bow call is disabled (match.bow_call.enabled)")
+                if self._bowed:
+                    raise IllegalMove("signal the bow", "ready",
+                                      "the players have bowed already: start the match")
+                self._terminal = None
+                self._stop_at = 1  # the call alone: its silence leads to the memorisation call
+                self._facts.append({"fact": "bow", "frame": t})
+                self._begin(0, t)
+                return True
             case Start():
                 self._require(event, Phase.READY)
                 self._terminal = None
-                self._begin(0, t)
+                self._begin(self._first_call if self._bowed else 0, t)
                 return True
             case Hold(referee=referee, name=name):
-                if self._terminal is Phase.ABORTED:
-                    raise IllegalMove("raise a hold", "aborted", "the match is over")
+                if self._terminal in (Phase.ABORTED, Phase.CLOSED):
+                    raise IllegalMove("raise a hold", self._terminal.value, "the match is over")
                 return self._hold(t, referee, name)
             case Release(referee=referee):
                 return self._release(t, referee)
@@ -330,15 +384,19 @@ class Engine:
             case ExtraCard():
                 self._require(event, Phase.FINISHED)
                 return self._extra_card(t)
+            case Close():
+                self._require(event, Phase.FINISHED)
+                return self._close(t)
             case Abort(reason=reason):
                 if self._terminal is Phase.ABORTED:
                     return False
-                if self._terminal is Phase.FINISHED:
-                    raise IllegalMove("abort", "finished", "the match is already over")
+                if self.phase in (Phase.FINISHED, Phase.CLOSING, Phase.CLOSED):
+                    raise IllegalMove("abort", self._phase_words(), "the match is already over")
                 if self._terminal is None:
                     self._audio.append(StopAudio(t))
                     self._scheduled.clear()
                 self._terminal = Phase.ABORTED
+                self._stop_at = None
                 self._cut = None
                 self._resume_at = None
                 self._holds.clear()
@@ -358,7 +416,7 @@ class Engine:
         p = self.phase
         if p is Phase.READY:
             return "ready"
-        if p in (Phase.FINISHED, Phase.ABORTED):
+        if p in (Phase.FINISHED, Phase.ABORTED, Phase.CLOSED):
             return f"the match is {p.value}"
         return f"the match is {p.value}" + (" (paused)" if self.paused else "")
 
@@ -464,6 +522,28 @@ class Engine:
         self._begin(start, t)
         return True
 
+    def _close(self, t: int) -> bool:
+        segs = closing(self.match)
+        start = len(self._segs)
+        self._segs += segs
+        self._silence += [round(s.silence_s * self.rate) for s in segs]
+        self._closing = True
+        self._facts.append({"fact": "close", "frame": t})
+        if not segs:  # every closing call disabled: closed at once
+            self._closed(t)
+            return True
+        self._terminal = None
+        self._begin(start, t)
+        return True
+
+    def _closed(self, frame: int) -> None:
+        self._cur = len(self._segs) - 1
+        self._terminal = Phase.CLOSED
+        self._cut = None
+        self._resume_at = None
+        self._holds.clear()
+        self._facts.append({"fact": "closed", "frame": frame})
+
     # ------------------------------------------------------------------ the timeline
     def _frame_now(self) -> int:
         return round(self._clock.now() * self.rate)
@@ -515,7 +595,17 @@ class Engine:
 
     def _enter(self, i: int, frame: int) -> None:
         self._cur, self._anchor = i, frame
+        if self._stop_at is not None and i >= self._stop_at:  # the bow call alone is over
+            self._cur = i - 1
+            self._stop_at = None
+            self._terminal = Phase.READY
+            self._bowed = True
+            self._facts.append({"fact": "bowed", "frame": frame})
+            return
         if i >= len(self._segs):
+            if self._closing:
+                self._closed(frame)
+                return
             self._cur = len(self._segs) - 1
             self._terminal = Phase.FINISHED
             self._facts.append({"fact": "finished", "frame": frame})
@@ -549,7 +639,8 @@ class Engine:
     def _schedule_ahead(self) -> None:
         """Send the next clip after the current segment, at its exact planned frame."""
         start = self._anchor
-        for j in range(self._cur, len(self._segs)):
+        end = len(self._segs) if self._stop_at is None else self._stop_at
+        for j in range(self._cur, end):
             clip = self._segs[j].clip
             if j > self._cur and clip is not None:
                 if j not in self._scheduled:
@@ -593,6 +684,9 @@ class Engine:
     def _commit(self, event: Event, t: int) -> None:
         self._seq += 1
         self._records += 1
+        # the snapshot first: it may learn a clip's length (a match started with a hand up has
+        # not asked for it yet), and that fact belongs to this record, not to the next one
+        snap = self.snapshot()
         entry = {
             "type": "event",
             "seq": self._seq,
@@ -604,6 +698,6 @@ class Engine:
             "facts": self._facts,
         }
         self._facts = []
-        self._out += [Record(entry), *self._audio, Publish(self.snapshot())]
+        self._out += [Record(entry), *self._audio, Publish(snap)]
         self._audio = []
 

@@ -17,8 +17,15 @@ OPERATOR = "@operator"  # the operator paused from the console
 
 
 @dataclass(frozen=True, slots=True)
+class Bow:
+    """Rule 1: read the bow call alone and stay ready (in game 1 and the final, players shuffle
+    and choose their cards after the bow, before the memorisation call)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Start:
-    """Begin the match: the memorisation call is read at once."""
+    """Begin the match: the bow call (unless the players have bowed or it is disabled), then
+    the memorisation call."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +55,13 @@ class Tick:
 
 @dataclass(frozen=True, slots=True)
 class ExtraCard:
-    """After the end: read one more card (the tie-break of a final)."""
+    """After the planned cards: announce and read one more card (rule 16, a final's tie)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    """Rule 18, when every mat is ready for the next match: read 「ありがとうございました」 and
+    the move call; the match is then closed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,15 +71,17 @@ class Abort:
     reason: str = ""
 
 
-Event = Start | Hold | Release | ClearHolds | Tick | ExtraCard | Abort
+Event = Bow | Start | Hold | Release | ClearHolds | Tick | ExtraCard | Close | Abort
 
 EVENT_TYPES: dict[str, type[Event]] = {
+    "bow": Bow,
     "start": Start,
     "hold": Hold,
     "release": Release,
     "clear_holds": ClearHolds,
     "tick": Tick,
     "extra_card": ExtraCard,
+    "close": Close,
     "abort": Abort,
 }
 _NAMES: dict[type[Event], str] = {v: k for k, v in EVENT_TYPES.items()}

@@ -52,7 +52,10 @@ class JournalContents:
     torn: str | None  # the text of a last line cut short by a crash, dropped
 
 
-def parse_lines(lines: Iterable[str], source: str = "journal") -> JournalContents:
+def parse_lines(lines: Iterable[str], source: str = "journal", *,
+                replayable: bool = True) -> JournalContents:
+    """The header and records of a journal. `replayable=False` reads a journal of any version
+    (its log, for the match history) without promising that it can be replayed."""
     rows: list[str] = [ln for ln in lines if ln.strip()]
     parsed: list[dict[str, Any]] = []
     torn: str | None = None
@@ -69,14 +72,25 @@ def parse_lines(lines: Iterable[str], source: str = "journal") -> JournalContent
         parsed.append(obj)
     if not parsed or parsed[0].get("type") != "header":
         raise JournalError(f"{source}: the first line must be the match header")
-    if parsed[0].get("version") != JOURNAL_VERSION:
-        raise JournalError(f"{source}: journal version {parsed[0].get('version')} is not supported")
+    version = parsed[0].get("version")
+    if replayable and version != JOURNAL_VERSION:
+        raise JournalError(f"{source}: {_version_words(version)}")
     return JournalContents(parsed[0], tuple(parsed[1:]), torn)
 
 
-def read_journal(path: str | os.PathLike[str]) -> JournalContents:
+def _version_words(version: Any) -> str:
+    if version == 1:
+        return ("journal version 1 was written by an earlier yomite (before the bow, extra-card "
+                f"and closing calls of rules 1, 16 and 18) and cannot be replayed by this one "
+                f"(version {JOURNAL_VERSION}): its match is not recovered; its log can still "
+                "be read")
+    return (f"journal version {version!r} is not one this yomite can replay (version "
+            f"{JOURNAL_VERSION})")
+
+
+def read_journal(path: str | os.PathLike[str], *, replayable: bool = True) -> JournalContents:
     p = Path(path)
-    return parse_lines(p.read_text("utf-8").splitlines(), str(p))
+    return parse_lines(p.read_text("utf-8").splitlines(), str(p), replayable=replayable)
 
 
 def repair(path: str | os.PathLike[str]) -> str | None:

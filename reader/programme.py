@@ -5,19 +5,21 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from .clip import Clip, ClipKind, Verse
-from .config import MatchConfig, Spoken
+from .config import Call, MatchConfig, Spoken
 from .poems import poem as get_poem
 
 
 class Phase(StrEnum):
     READY = "ready"
-    ANNOUNCING = "announcing"  # 「札を覚えてください」
-    MEMORISING = "memorising"  # the silent memorisation period
-    PRELUDE = "prelude"  # the jokā
-    READING = "reading"  # the cards
-    CLOSING = "closing"  # the end call
-    FINISHED = "finished"
-    TIEBREAK = "tiebreak"  # an extra card after the end
+    BOWING = "bowing"  # rule 1: the reader's signal to bow 「礼」
+    ANNOUNCING = "announcing"  # rule 4: 「札を覚えてください」
+    MEMORISING = "memorising"  # rule 5: the silent memorisation period
+    PRELUDE = "prelude"  # rule 6: the jokā
+    READING = "reading"  # rule 7: the cards
+    FINISHED = "finished"  # rule 16: the planned cards are read; players count their cards
+    TIEBREAK = "tiebreak"  # rule 16: one more card (a final's tie), with its call
+    CLOSING = "closing"  # rule 18: 「ありがとうございました」 and the move call
+    CLOSED = "closed"  # the hall may move; the next match can be prepared
     ABORTED = "aborted"
 
 
@@ -98,11 +100,17 @@ def _card(
 
 
 def build_programme(cfg: MatchConfig, order: Sequence[int], cards: int) -> list[Segment]:
-    """The main programme: call, memorisation, prelude, `cards` cards, end call."""
-    segs: list[Segment] = [
-        Segment(SegmentKind.CALL, "memorise_call", Phase.ANNOUNCING,
-                clip=call_clip("memorise_call", cfg.memorise_call)),
-    ]
+    """The main programme: the bow call (rule 1, if enabled) and the silence of the bow, the
+    memorisation call, memorisation, prelude, `cards` cards. The end and move calls are not in
+    it: the operator closes the match when the mats are ready for the next (rule 18)."""
+    segs: list[Segment] = []
+    if cfg.bow_call.enabled:
+        segs.append(Segment(SegmentKind.CALL, "bow_call", Phase.BOWING,
+                            clip=call_clip("bow_call", cfg.bow_call)))
+        segs.append(Segment(SegmentKind.GAP, "gap_after_bow", Phase.BOWING,
+                            silence_s=cfg.gaps.after_bow_s))
+    segs.append(Segment(SegmentKind.CALL, "memorise_call", Phase.ANNOUNCING,
+                        clip=call_clip("memorise_call", cfg.memorise_call)))
     if cfg.memorise_s > 0:
         segs.append(Segment(SegmentKind.MEMORISE, "memorise", Phase.MEMORISING,
                             silence_s=cfg.memorise_s))
@@ -114,10 +122,43 @@ def build_programme(cfg: MatchConfig, order: Sequence[int], cards: int) -> list[
         segs += _card(cfg, len(segs), 0, None, Phase.PRELUDE)
     for n in range(1, cards + 1):
         segs += _card(cfg, len(segs), n, order[n - 1], Phase.READING)
-    segs.append(Segment(SegmentKind.CALL, "end_call", Phase.CLOSING,
-                        clip=call_clip("end_call", cfg.end_call)))
     return segs
 
 
 def extra_card(cfg: MatchConfig, start: int, card: int, poem: int) -> list[Segment]:
-    return _card(cfg, start, card, poem, Phase.TIEBREAK)
+    """One more card after the planned ones (rule 16: a final's tie), announced by the extra
+    call (if enabled) and read like any other."""
+    segs: list[Segment] = []
+    if cfg.extra_call.enabled:
+        segs.append(Segment(SegmentKind.CALL, "extra_call", Phase.TIEBREAK,
+                            clip=call_clip("extra_call", cfg.extra_call)))
+        segs.append(Segment(SegmentKind.GAP, "gap_after_call", Phase.TIEBREAK,
+                            silence_s=cfg.gaps.after_call_s))
+    return segs + _card(cfg, start + len(segs), card, poem, Phase.TIEBREAK)
+
+
+def closing(cfg: MatchConfig) -> list[Segment]:
+    """Rule 18: 「ありがとうございました」, the players' bow, then the move call (each one
+    if enabled)."""
+    segs: list[Segment] = []
+    if cfg.end_call.enabled:
+        segs.append(Segment(SegmentKind.CALL, "end_call", Phase.CLOSING,
+                            clip=call_clip("end_call", cfg.end_call)))
+    if cfg.move_call.enabled:
+        if segs:
+            segs.append(Segment(SegmentKind.GAP, "gap_before_move", Phase.CLOSING,
+                                silence_s=cfg.gaps.before_move_s))
+        segs.append(Segment(SegmentKind.CALL, "move_call", Phase.CLOSING,
+                            clip=call_clip("move_call", cfg.move_call)))
+    return segs
+
+
+def call_clips(cfg: MatchConfig) -> list[Clip]:
+    """Every call a match of these settings may read, enabled ones only (to render ahead)."""
+    calls: list[tuple[str, Spoken]] = [("memorise_call", cfg.memorise_call)]
+    if cfg.prelude.enabled:
+        calls.append(("prelude_intro", cfg.prelude.intro))
+    optional: list[tuple[str, Call]] = [("bow_call", cfg.bow_call), ("extra_call", cfg.extra_call),
+                                        ("end_call", cfg.end_call), ("move_call", cfg.move_call)]
+    calls += [(n, c) for n, c in optional if c.enabled]
+    return [call_clip(n, c) for n, c in calls]

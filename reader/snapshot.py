@@ -71,6 +71,8 @@ class Snapshot:
     lead_in_s: float
     timings: dict[str, Any]
     reason: str  # why the match was aborted, if it was
+    bowed: bool  # the bow call has been read alone (Start then begins with the memorisation call)
+    calls: dict[str, str | None]  # each call's text (bow_call, ..., move_call); None: disabled
 
     def to_dict(self) -> dict[str, Any]:
         def conv(v: Any) -> Any:

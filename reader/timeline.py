@@ -50,7 +50,7 @@ def build_timeline(records: Iterable[dict[str, Any]], rate: int) -> list[dict[st
             elif fact == "lead_in_cut":
                 close(frame, cut=True)
                 begin("hold", frame)
-            elif fact in ("finished", "aborted"):
+            elif fact in ("finished", "closed", "bowed", "aborted"):
                 close(frame)
     return out
 

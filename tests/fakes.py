@@ -130,10 +130,11 @@ def make_run(match: MatchConfig | None = None, *, seed: int = 7, colors=("blue",
 
 
 def short_match(**over) -> MatchConfig:
-    """A small, fast programme for property tests."""
-    base = {"cards": 3, "memorise_s": 2.0,
-            "gaps": {"after_call_s": 0.5, "between_verses_s": 0.7, "between_cards_s": 0.9,
-                     "repeat_s": 0.4},
+    """A small, fast programme for property tests (without the bow call unless asked: most
+    tests start with the memorisation call)."""
+    base = {"cards": 3, "memorise_s": 2.0, "bow_call": {"enabled": False},
+            "gaps": {"after_bow_s": 0.8, "after_call_s": 0.5, "between_verses_s": 0.7,
+                     "between_cards_s": 0.9, "repeat_s": 0.4, "before_move_s": 0.6},
             "resume": {"lead_in_s": 0.6}}
     base.update(over)
     return MatchConfig.model_validate(base)

@@ -61,12 +61,16 @@ def test_a_whole_match_lifecycle(client):
     m = r.json()["match"]
     assert m["phase"] == "ready" and m["seed"] == 42 and m["colors"] == ["blue"]
     r = client.post("/api/channels/main/match/start", headers=OP)
-    assert r.json()["match"]["phase"] == "announcing"
+    assert r.json()["match"]["phase"] == "bowing"
     r = client.post("/api/channels/main/match/start", headers=OP)
     assert r.status_code == 409
-    assert r.json()["detail"].startswith("cannot start while the match is announcing")
+    assert r.json()["detail"].startswith("cannot start while the match is bowing")
     r = client.post("/api/channels/main/match/extra-card", headers=OP)
     assert r.status_code == 409 and "only possible when finished" in r.json()["detail"]
+    r = client.post("/api/channels/main/match/close", headers=OP)
+    assert r.status_code == 409
+    assert r.json()["detail"] == ("cannot close the match while the match is bowing: only "
+                                  "possible when finished")
     r = client.post("/api/channels/main/match", json={"colors": ["pink"]}, headers=OP)
     assert r.status_code == 409 and "abort it first" in r.json()["detail"]
     r = client.post("/api/channels/main/match/abort", json={"reason": "test"}, headers=OP)
@@ -144,7 +148,9 @@ ENDPOINTS = [
     ("GET", "/api/devices", None, "operator"),
     ("POST", "/api/channels/main/match", {"seed": 5}, "operator"),
     ("POST", "/api/channels/main/match/start", None, "operator"),
+    ("POST", "/api/channels/main/match/bow", None, "operator"),
     ("POST", "/api/channels/main/match/extra-card", None, "operator"),
+    ("POST", "/api/channels/main/match/close", None, "operator"),
     ("POST", "/api/channels/main/match/abort", None, "operator"),
     ("POST", "/api/channels/main/match/resume", None, "operator"),
     ("GET", "/api/channels/main/pin", None, "operator"),
@@ -307,3 +313,24 @@ def test_a_dropped_phone_keeps_its_hand_up_and_lowers_it_on_return(client):
             m = ws.receive_json()
             if m["type"] == "state" and not m["match"]["holds"]:
                 break
+
+
+def test_a_version_1_journal_is_not_recovered_and_says_why(tmp_path, monkeypatch):
+    """A journal from before the hall calls (version 1) cannot be replayed: the channel starts
+    with no match, and the state says which journal was refused and why."""
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "var" / "journal" / "main"
+    folder.mkdir(parents=True)
+    old = {"type": "header", "version": 1, "rate": 48000, "t": 0.0, "cards": 3,
+           "match": {}, "deck": {"poems": [1, 2, 3], "colors": [], "seed": 1,
+                                 "order": [1, 2, 3]}}
+    (folder / "20250101T000000.000000-seed1.jsonl").write_text(json.dumps(old) + "\n", "utf-8")
+    with TestClient(create_app(make_config(), operator_token=TOKEN)) as c:
+        st = c.get("/api/channels/main", headers=OP).json()
+        assert st["match"] is None
+        assert "journal version 1 was written by an earlier yomite" in st["recovered"]["error"]
+        assert st["recovered"]["journal"].endswith("seed1.jsonl")
+        r = c.post("/api/channels/main/match", json={"seed": 2}, headers=OP)
+        assert r.status_code == 200 and r.json()["match"]["phase"] == "ready"

@@ -43,8 +43,9 @@ def test_dry_run_shows_the_whole_timeline(tmp_path):
     text = out.stdout
     assert "seed 77" in text
     order = [line.split("]", 1)[1].split()[0] for line in text.splitlines() if "] " in line]
-    assert order[:3] == ["call", "memorise", "prelude"]
-    assert order[-2:] == ["end", "finished"]
+    assert order[:4] == ["bow", "call", "memorise", "prelude"]
+    # no one at the keys: the end and move calls (rule 18) follow the last card at once
+    assert order[-4:] == ["finished:", "end", "move", "closed"]
     card_lines = [ln for ln in text.splitlines() if "/2 " in ln]
     assert len(card_lines) == 4 and "kami" in card_lines[0] and "shimo" in card_lines[1]
     # the poems are the pink deck's, in the seed's order
@@ -79,8 +80,12 @@ def test_render_writes_audio_and_a_timeline_that_agree_to_the_sample(tmp_path):
     assert abs(summary["duration_s"] * 48000 - len(pcm)) < 48
     segs = timeline["segments"]
     kinds = [s["kind"] for s in segs]
-    assert kinds == ["call", "memorise", "call", "gap", "prelude", "gap", "prelude", "gap",
-                     "verse", "gap", "verse", "gap", "verse", "gap", "verse", "gap", "call"]
+    assert kinds == ["call", "gap", "call", "memorise", "call", "gap", "prelude", "gap",
+                     "prelude", "gap", "verse", "gap", "verse", "gap", "verse", "gap", "verse",
+                     "gap", "call", "gap", "call"]
+    labels = [s["label"] for s in segs]
+    assert labels[0] == "bow_call" and labels[-3:] == ["end_call", "gap_before_move",
+                                                        "move_call"]
     # every segment follows the previous one without a gap
     assert segs[0]["start_frame"] == 0
     for a, b in itertools.pairwise(segs):
@@ -106,7 +111,7 @@ def programme_clips(cfg):
 
     e = Engine(match=cfg.match, deck=Deck.build(colors=["blue"], seed=5),
                voice=make_voice(cfg.voice, 48000), clock=ManualClock(), rate=48000)
-    return list(e.programme_clips())
+    return [*e.programme_clips(), *e.closing_clips()]
 
 
 @pytest.mark.audio
@@ -118,8 +123,8 @@ def test_play_reads_a_match_through_the_speakers(tmp_path):
     cfg_path = write_config(tmp_path, match=match)
     ref = tmp_path / "ref.wav"
     r = subprocess.run([YOMITE, "--config", str(cfg_path), "render", "--color", "green",
-                        "--seed", "8", "--out", str(ref)], capture_output=True, text=True,
-                       timeout=300, cwd=tmp_path)
+                        "--seed", "8", "--no-close", "--out", str(ref)], capture_output=True,
+                       text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     with wave.open(str(ref), "rb") as w:
         expected = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
@@ -127,7 +132,8 @@ def test_play_reads_a_match_through_the_speakers(tmp_path):
         with Recorder(tmp_path / "cap.wav", source=sink.monitor) as rec:
             p = subprocess.run([YOMITE, "--config", str(cfg_path), "play", "--device",
                                 os.environ.get("YOMITE_TEST_DEVICE", "pulse"), "--color",
-                                "green", "--seed", "8"], capture_output=True, text=True,
+                                "green", "--seed", "8", "--no-close"], capture_output=True,
+                               text=True,
                                timeout=180, cwd=tmp_path, stdin=subprocess.DEVNULL)
         assert p.returncode == 0, p.stdout + p.stderr
     cap = rec.capture

@@ -26,7 +26,12 @@ def test_shipped_config_yaml_loads_and_equals_the_defaults():
         ({"match": {"gaps": {"between_cards_s": -1}}},
          r"match\.gaps\.between_cards_s: Input should be greater than or equal to 0"),
         ({"match": {"gaps": {"betwen_cards_s": 1}}},
-         r"match\.gaps\.betwen_cards_s: unknown key; allowed keys here: after_call_s"),
+         r"match\.gaps\.betwen_cards_s: unknown key; allowed keys here: after_bow_s, "
+         r"after_call_s"),
+        ({"match": {"bow_call": {"text": "よろしくお願いします"}}},
+         r"match\.bow_call\.yomi: Field required"),
+        ({"match": {"move_call": {"enabled": "maybe"}}},
+         r"match\.move_call\.enabled: Input should be a valid boolean"),
         ({"match": {"cards": 21}},
          r"match: cards is 21 but the default deck \(blue\) holds only 20"),
         ({"match": {"colors": ["purple"]}}, r"match\.colors: unknown colour 'purple'; use one of"),
@@ -74,3 +79,14 @@ def test_match_overrides_merge_and_validate():
     assert m.cards == 3 and m.gaps.between_cards_s == 0.5 and m.gaps.between_verses_s == 1.0
     with pytest.raises(ConfigError, match=r"overrides: gaps\.between_cards_s"):
         with_match_overrides(Config().match, {"gaps": {"between_cards_s": -2}})
+
+
+def test_a_call_switched_off_keeps_its_words_and_a_new_text_needs_its_reading():
+    move = {"text": "次の試合場へ", "yomi": "つぎのしあいじょうへ"}
+    cfg = parse_config({"match": {"bow_call": {"enabled": False}, "move_call": move}})
+    m = cfg.match
+    assert not m.bow_call.enabled and m.bow_call.text == "礼" and m.bow_call.yomi == "れい"
+    assert m.move_call.enabled and m.move_call.text == "次の試合場へ"
+    assert m.end_call.enabled and m.extra_call.text == "もう一枚読みます"
+    over = with_match_overrides(m, {"end_call": {"enabled": False}})
+    assert not over.end_call.enabled and over.end_call.text == "ありがとうございました"

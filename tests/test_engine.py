@@ -7,7 +7,7 @@ import pytest
 from reader.commands import PlayClip, Publish, Record, StopAudio
 from reader.config import MatchConfig
 from reader.errors import BadDeck, IllegalMove
-from reader.events import Abort, ClearHolds, ExtraCard, Hold, Release, Start, Tick
+from reader.events import Abort, Bow, ClearHolds, Close, ExtraCard, Hold, Release, Start, Tick
 from reader.programme import Phase
 
 from .fakes import RATE, make_run, short_match
@@ -17,9 +17,13 @@ def sec(s: float) -> int:
     return round(s * RATE)
 
 
+def clip_frames(run, key: str) -> int:
+    clips = [*run.engine.programme_clips(), *run.engine.closing_clips()]
+    return run.voice.frames(next(c for c in clips if c.key == key))
+
+
 def expected_timeline(run, match: MatchConfig, cards: int) -> list[tuple[str, int]]:
     """(clip key, start frame) for the whole default programme, summed by hand."""
-    v = run.voice
     g = match.gaps
     order = run.engine.deck.order
     out: list[tuple[str, int]] = []
@@ -28,8 +32,10 @@ def expected_timeline(run, match: MatchConfig, cards: int) -> list[tuple[str, in
     def say(key: str) -> None:
         nonlocal t
         out.append((key, t))
-        t += next(v.frames(c) for c in run.engine.programme_clips() if c.key == key)
+        t += clip_frames(run, key)
 
+    say("call:bow_call:" + match.bow_call.yomi)
+    t += sec(g.after_bow_s)
     say("call:memorise_call:" + match.memorise_call.yomi)
     t += sec(match.memorise_s)
     say("call:prelude_intro:" + match.prelude.intro.yomi)
@@ -43,8 +49,16 @@ def expected_timeline(run, match: MatchConfig, cards: int) -> list[tuple[str, in
         t += sec(g.between_verses_s)
         say(f"verse:{order[n]:03d}:shimo")
         t += sec(g.between_cards_s)
-    say("call:end_call:" + match.end_call.yomi)
     return out
+
+
+def memorise_call_end(run) -> int:
+    """The frame the memorisation call ends at, in an uninterrupted start at frame 0."""
+    m = run.engine.match
+    t = 0
+    if m.bow_call.enabled:
+        t += clip_frames(run, "call:bow_call:" + m.bow_call.yomi) + sec(m.gaps.after_bow_s)
+    return t + clip_frames(run, "call:memorise_call:" + m.memorise_call.yomi)
 
 
 def test_full_default_match_is_exact_to_the_sample():
@@ -56,7 +70,11 @@ def test_full_default_match_is_exact_to_the_sample():
     match = MatchConfig()
     assert plays == expected_timeline(run, match, 17)
     assert match.cards == 17 and match.memorise_s == 30
+    # rule 16: after the 17th card the players count their cards; no end call yet
     assert run.engine.phase is Phase.FINISHED
+    finished = next(f["frame"] for r in run.records for f in r["facts"]
+                    if f["fact"] == "finished")
+    assert finished == plays[-1][1] + clip_frames(run, plays[-1][0]) + sec(1.5)
     snap = run.engine.snapshot()
     assert [c.poem for c in snap.cards] == list(run.engine.deck.order[:17])
     assert all(c.finished_s is not None for c in snap.cards)
@@ -64,16 +82,33 @@ def test_full_default_match_is_exact_to_the_sample():
     assert not any(isinstance(c, StopAudio) for c in run.commands)
     assert [p.key for p in run.tape.pieces] == [k for k, _ in plays]
 
+    # rule 18: minutes later, when the mats are ready, the operator closes the match
+    close_at = finished + sec(95)
+    run.at(close_at, Close())
+    assert run.engine.phase is Phase.CLOSING
+    run.run_until()
+    assert run.engine.phase is Phase.CLOSED and run.engine.next_deadline() is None
+    end = "call:end_call:" + match.end_call.yomi
+    move = "call:move_call:" + match.move_call.yomi
+    closing = [(c.clip.key, c.at_frame) for c in run.commands if isinstance(c, PlayClip)]
+    assert closing[len(plays):] == [
+        (end, close_at), (move, close_at + clip_frames(run, end) + sec(2.0))]
+    closed = next(f["frame"] for f in run.records[-1]["facts"] if f["fact"] == "closed")
+    assert closed == close_at + clip_frames(run, end) + sec(2.0) + clip_frames(run, move)
+
 
 def test_phases_in_order_and_seq_rises():
     run = make_run()
     run.send(Start())
     run.run_until()
+    run.send(Close())
+    run.run_until()
     phases = []
     for s in run.snapshots:
         if not phases or phases[-1] != s.phase:
             phases.append(s.phase)
-    assert phases == ["announcing", "memorising", "prelude", "reading", "closing", "finished"]
+    assert phases == ["bowing", "announcing", "memorising", "prelude", "reading", "finished",
+                      "closing", "closed"]
     seqs = [s.seq for s in run.snapshots]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
 
@@ -81,7 +116,7 @@ def test_phases_in_order_and_seq_rises():
 def test_memorisation_counts_from_the_end_of_the_call_and_publishes_each_second():
     run = make_run()
     run.send(Start())
-    call = run.voice.frames(next(run.engine.programme_clips()))
+    call = memorise_call_end(run)
     run.run_until(call + sec(30) - 1)
     counts = [s.countdown_s for s in run.snapshots if s.phase == "memorising"]
     assert counts[0] == 30.0
@@ -106,13 +141,16 @@ def test_options_lower_verse_twice_no_prelude_no_memorisation():
     run = make_run(m)
     run.send(Start())
     run.run_until()
+    run.send(Close())
+    run.run_until()
     keys = [c.clip.key.split(":")[0] + ":" + c.clip.key.split(":")[-1]
             for c in run.commands if isinstance(c, PlayClip)]
-    assert keys == ["call:ふだをおぼえてください", "verse:kami", "verse:shimo", "verse:shimo",
-                    "verse:kami", "verse:shimo", "verse:shimo", "call:ありがとうございました"]
+    assert keys == ["call:れい", "call:ふだをおぼえてください", "verse:kami", "verse:shimo",
+                    "verse:shimo", "verse:kami", "verse:shimo", "verse:shimo",
+                    "call:ありがとうございました", "call:いどうしてください"]
     plays = [c for c in run.commands if isinstance(c, PlayClip)]
     # the repeated lower verse follows the first after exactly repeat_s
-    first, second = plays[2], plays[3]
+    first, second = plays[3], plays[4]
     assert second.at_frame - first.at_frame == run.voice.frames(first.clip) + sec(m.gaps.repeat_s)
     # the card is read (may be shown) only after its second lower verse
     c1 = run.engine.snapshot().cards[0]
@@ -203,11 +241,35 @@ def test_hold_before_start_starts_paused():
     assert plays[0].at_frame == sec(1.6) and plays[0].offset == 0
 
 
+def advance(run, frame, moves):
+    """Tick at every deadline up to `frame` (None: to the end); each time the match is
+    finished on the way, the next operator move of `moves` is sent at once."""
+    while True:
+        d = run.engine.next_deadline()
+        if d is None:
+            if moves and run.engine.phase is Phase.FINISHED:
+                run.send(moves.pop(0))
+                continue
+            break
+        if frame is not None and round(d * RATE) > frame:
+            break
+        run.clock.set(max(run.clock.now(), d))
+        run.send(Tick())
+    if frame is not None and frame / RATE > run.clock.now():
+        run.clock.set(frame / RATE)
+
+
+def whole_match_moves():
+    return [ExtraCard(), Close()]
+
+
 def segments_of(run):
-    """(index, label, start frame, frames) of every segment of an uninterrupted run."""
+    """(index, segment, start frame, frames) of every segment of an uninterrupted match with
+    the bow, the planned cards, one extra card and the closing calls."""
     probe = make_run(run.engine.match, seed=run.engine.deck.seed)
     probe.send(Start())
-    probe.run_until()
+    advance(probe, None, whole_match_moves())
+    assert probe.engine.phase is Phase.CLOSED
     out, t = [], 0
     for i, s in enumerate(probe.engine.segments):
         n = probe.voice.frames(s.clip) if s.clip else sec(s.silence_s)
@@ -218,24 +280,32 @@ def segments_of(run):
 
 @pytest.mark.parametrize("policy", ["restart_verse", "restart_card", "continue"])
 def test_a_hold_in_every_segment_with_each_policy(policy):
-    m = short_match(cards=2, resume={"policy": policy, "lead_in_s": 0.5})
+    m = short_match(cards=2, bow_call={"enabled": True},
+                    resume={"policy": policy, "lead_in_s": 0.5})
     timeline = segments_of(make_run(m))
+    labels = [s.label for _, s, _, _ in timeline]
+    assert labels[:3] == ["bow_call", "gap_after_bow", "memorise_call"]
+    assert "extra_call" in labels and labels[-3:] == ["end_call", "gap_before_move", "move_call"]
     for i, seg, start, n in timeline:
         if n == 0:
             continue
         run = make_run(m)
+        moves = whole_match_moves()
         run.send(Start())
         cut = start + n // 3
-        run.at(cut, Hold("r"))
+        advance(run, cut, moves)
+        run.send(Hold("r"))
         snap = run.engine.snapshot()
         assert snap.paused and snap.cut.segment == i and snap.cut.offset_s == (n // 3) / RATE
-        run.at(cut + sec(2), Release("r"))
+        advance(run, cut + sec(2), moves)
+        run.send(Release("r"))
         resume = cut + sec(2.5)
-        run.run_until(resume)
+        advance(run, resume, moves)
         assert not run.engine.paused
         resumed = [c for c in run.commands if isinstance(c, PlayClip) and c.at_frame == resume]
+        advance(run, None, moves)
+        assert run.engine.phase is Phase.CLOSED and not moves
         if seg.clip is None and not (policy == "restart_card" and seg.in_card):
-            # silence resumes its remainder: the next clip comes exactly when it would have
             # silence resumes its remainder: the next clip is exactly (resume - cut) late
             nxt = next(c for c in run.commands
                        if isinstance(c, PlayClip) and c.at_frame > resume)
@@ -248,8 +318,6 @@ def test_a_hold_in_every_segment_with_each_policy(policy):
             assert [(c.segment, c.offset) for c in resumed] == [(seg.card_start, 0)]
         else:
             assert [(c.segment, c.offset) for c in resumed] == [(i, 0)]
-        run.run_until()
-        assert run.engine.phase is Phase.FINISHED
         heard = [p for p in run.tape.pieces]
         assert all(a.end <= b.start for a, b in itertools.pairwise(heard))
 
@@ -303,18 +371,165 @@ def test_extra_card_only_after_the_end_and_never_a_card_twice():
     assert snap.cards_total == 20 and snap.unread_left == 0
 
 
-def test_no_extra_card_after_abort_and_abort_is_idempotent():
-    run = make_run(short_match())
+def test_an_extra_card_is_announced_and_read_before_the_end_call():
+    """Rule 16 then rule 18: 「もう一枚読みます」, the card, and only when the operator closes,
+    「ありがとうございました」 and the move call."""
+    m = short_match(cards=2)
+    run = make_run(m)
     run.send(Start())
-    run.at(sec(1), Abort("fire drill"))
-    assert run.engine.phase is Phase.ABORTED
-    assert run.at(sec(2), Abort()) == []
-    with pytest.raises(IllegalMove, match="cannot read an extra card while the match is aborted"):
+    run.run_until()
+    t = run.frame() + sec(20)  # the players counted: a tie in the final
+    before = len(run.commands)
+    run.at(t, ExtraCard())
+    snap = run.engine.snapshot()
+    assert snap.phase == "tiebreak" and snap.segment.label == "extra_call"
+    assert snap.cards_total == 3 and snap.calls["extra_call"] == "もう一枚読みます"
+    run.run_until()
+    assert run.engine.phase is Phase.FINISHED
+    run.send(Close())
+    run.run_until()
+    assert run.engine.phase is Phase.CLOSED
+    plays = [c for c in run.commands[before:] if isinstance(c, PlayClip)]
+    card = run.engine.deck.order[2]
+    extra = "call:extra_call:" + m.extra_call.yomi
+    assert [p.clip.key for p in plays] == [
+        extra, f"verse:{card:03d}:kami", f"verse:{card:03d}:shimo",
+        "call:end_call:" + m.end_call.yomi, "call:move_call:" + m.move_call.yomi]
+    assert plays[0].at_frame == t
+    assert plays[1].at_frame == t + clip_frames(run, extra) + sec(m.gaps.after_call_s)
+    assert [c.poem for c in run.engine.snapshot().cards] == list(run.engine.deck.order[:3])
+    # several extra cards may follow one another while unread poems remain; none after closing
+    with pytest.raises(IllegalMove, match="cannot read an extra card while the match is closed"):
         run.send(ExtraCard())
-    with pytest.raises(IllegalMove, match="cannot raise a hold while aborted"):
-        run.send(Hold("r"))
-    assert run.engine.next_deadline() is None
-    assert isinstance(run.commands[-2], StopAudio)
+
+
+def test_extra_call_disabled_reads_the_card_alone():
+    m = short_match(cards=1, extra_call={"enabled": False})
+    run = make_run(m)
+    run.send(Start())
+    run.run_until()
+    t = run.frame()
+    before = len(run.commands)
+    run.send(ExtraCard())
+    first = next(c for c in run.commands[before:] if isinstance(c, PlayClip))
+    assert first.clip.key.endswith(":kami") and first.at_frame == t
+    assert run.engine.snapshot().calls["extra_call"] is None
+
+
+def test_close_only_when_finished_then_closed_for_good():
+    m = short_match(cards=1)
+    run = make_run(m)
+    with pytest.raises(IllegalMove, match="cannot close the match while ready: only possible "
+                                          "when finished"):
+        run.send(Close())
+    run.send(Start())
+    run.at(sec(4), Tick())
+    with pytest.raises(IllegalMove, match="cannot close the match while the match is memorising"):
+        run.send(Close())
+    run.run_until()
+    run.send(Close())
+    assert run.engine.phase is Phase.CLOSING
+    with pytest.raises(IllegalMove, match="cannot close the match while the match is closing"):
+        run.send(Close())
+    with pytest.raises(IllegalMove, match="cannot abort while the match is closing: the match "
+                                          "is already over"):
+        run.send(Abort())
+    # a hand raised during the closing calls pauses them like any reading
+    run.at(run.frame() + sec(0.5), Hold("r"))
+    assert run.engine.paused
+    run.at(run.frame() + sec(1), Release("r"))
+    run.run_until()
+    assert run.engine.phase is Phase.CLOSED and run.engine.next_deadline() is None
+    for move, words in ((Close(), "close the match"), (Start(), "start"),
+                        (Abort(), "abort"), (Hold("r"), "raise a hold")):
+        with pytest.raises(IllegalMove, match=f"cannot {words} while (the match is )?closed"):
+            run.send(move)
+    assert run.send(Release("nobody")) == []
+
+
+def test_closing_calls_can_be_disabled():
+    m = short_match(cards=1, end_call={"enabled": False})
+    run = make_run(m)
+    run.send(Start())
+    run.run_until()
+    t = run.frame()
+    before = len(run.commands)
+    run.send(Close())
+    run.run_until()
+    plays = [c for c in run.commands[before:] if isinstance(c, PlayClip)]
+    assert [(p.clip.name, p.at_frame) for p in plays] == [("move_call", t)]
+
+    none = short_match(cards=1, end_call={"enabled": False}, move_call={"enabled": False})
+    run = make_run(none)
+    run.send(Start())
+    run.run_until()
+    run.send(Hold("r"))
+    cmds = run.send(Close())
+    assert run.engine.phase is Phase.CLOSED and not run.engine.snapshot().holds
+    assert not any(isinstance(c, PlayClip) for c in cmds)
+    facts = [f["fact"] for f in run.records[-1]["facts"]]
+    assert facts == ["close", "closed"]
+
+
+def test_bow_alone_then_start_reads_the_memorisation_call_at_once():
+    """Rule 1 in game 1 and the final: the bow, then the players shuffle and lay out their
+    cards; the operator starts when they are ready (rule 4)."""
+    m = short_match(bow_call={"enabled": True})
+    run = make_run(m)
+    bow = "call:bow_call:" + m.bow_call.yomi
+    run.send(Bow())
+    snap = run.engine.snapshot()
+    assert snap.phase == "bowing" and snap.segment.label == "bow_call" and not snap.bowed
+    with pytest.raises(IllegalMove, match="cannot start while the match is bowing"):
+        run.send(Start())
+    run.run_until()
+    assert run.engine.phase is Phase.READY and run.engine.snapshot().bowed
+    assert run.frame() == clip_frames(run, bow), "ready again when the call ends, not its gap"
+    with pytest.raises(IllegalMove, match="cannot signal the bow while ready: the players have "
+                                          "bowed already"):
+        run.send(Bow())
+    t = sec(120)
+    run.at(t, Start())
+    plays = [c for c in run.commands if isinstance(c, PlayClip)]
+    assert [(p.clip.key, p.at_frame) for p in plays[:2]] == [
+        (bow, 0), ("call:memorise_call:" + m.memorise_call.yomi, t)]
+    run.run_until()
+    assert run.engine.phase is Phase.FINISHED
+    assert sum(isinstance(c, PlayClip) and c.clip.key == bow for c in run.commands) == 1
+
+
+def test_start_without_a_bow_reads_the_bow_then_its_silence_then_the_call():
+    m = short_match(bow_call={"enabled": True, "text": "よろしくお願いします",
+                              "yomi": "よろしくおねがいします"})
+    run = make_run(m)
+    run.send(Start())
+    assert run.engine.phase is Phase.BOWING
+    run.run_until()
+    plays = [c for c in run.commands if isinstance(c, PlayClip)]
+    bow = "call:bow_call:よろしくおねがいします"
+    assert plays[0].clip.key == bow and plays[0].clip.text == "よろしくお願いします"
+    assert plays[1].clip.name == "memorise_call"
+    assert plays[1].at_frame == clip_frames(run, bow) + sec(m.gaps.after_bow_s)
+
+
+def test_bow_refused_when_disabled_and_a_hold_pauses_it():
+    run = make_run(short_match())
+    with pytest.raises(IllegalMove, match="the bow call is disabled"):
+        run.send(Bow())
+    run = make_run(short_match(bow_call={"enabled": True}))
+    run.send(Bow())
+    run.at(sec(0.2), Hold("r"))
+    assert run.engine.paused and run.engine.phase is Phase.BOWING
+    run.at(sec(3), Release("r"))
+    run.run_until()
+    assert run.engine.phase is Phase.READY and run.engine.snapshot().bowed
+    # the bow call was read again whole after the lead-in; nothing after it was sent
+    plays = [c for c in run.commands if isinstance(c, PlayClip)]
+    assert [(p.segment, p.at_frame) for p in plays] == [(0, 0), (0, sec(3.6))]
+    run2 = make_run(short_match(bow_call={"enabled": True}))
+    run2.send(Bow())
+    run2.at(sec(0.2), Abort("no"))
+    assert run2.engine.phase is Phase.ABORTED
 
 
 def test_start_twice_names_the_phase():
@@ -336,6 +551,11 @@ def test_finished_match_cannot_be_aborted_but_can_hold():
     run.send(Hold("r"))
     run.send(ExtraCard())
     assert run.engine.paused and run.engine.phase is Phase.TIEBREAK
+    run.at(run.frame() + sec(1), Release("r"))
+    run.run_until()
+    run.send(Hold("r"))
+    run.send(Close())  # closing with a hand up: the calls wait for it
+    assert run.engine.paused and run.engine.phase is Phase.CLOSING
 
 
 def test_cards_more_than_deck_is_refused():

@@ -1,18 +1,27 @@
-"""Property test: any sequence of holds and releases at any times.
+"""Property tests.
 
-The test keeps its own model of where the programme is (it advances 1:1 with time while
-reading, stands still while held or in a lead-in, and jumps back by what a resume policy reads
-again) and checks the engine against it, together with what a sample-exact sink heard.
+1. Any sequence of holds and releases at any times: the test keeps its own model of where the
+   programme is (it advances 1:1 with time while reading, stands still while held or in a
+   lead-in, and jumps back by what a resume policy reads again) and checks the engine against
+   it, together with what a sample-exact sink heard.
+2. Any sequence of operator moves (bow, start, extra card, close, abort) and hands at any
+   times: each move is accepted exactly when the phase table allows it, the phases follow the
+   allowed transitions, what was heard never overlaps, the closing calls come after every card,
+   and the journal replays to the exact state after every record.
 """
 
 import itertools
+import json
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from reader.commands import PlayClip
 from reader.config import ResumePolicy
-from reader.events import ClearHolds, Hold, Release, Start
+from reader.errors import IllegalMove
+from reader.events import Abort, Bow, ClearHolds, Close, ExtraCard, Hold, Release, Start
+from reader.journal import parse_lines, replay_steps
 
 from .fakes import RATE, make_run, short_match
 
@@ -57,7 +66,8 @@ def lost_at(segs, pos, policy):
     plan=steps,
 )
 def test_any_holds_and_releases(policy, lead_in, plan):
-    m = short_match(resume={"policy": policy.value, "lead_in_s": lead_in})
+    m = short_match(bow_call={"enabled": True},
+                    resume={"policy": policy.value, "lead_in_s": lead_in})
     segs, planned = planned_timeline(m)
     lead = round(lead_in * RATE)
     run = make_run(m, seed=11)
@@ -156,3 +166,154 @@ def test_any_holds_and_releases(policy, lead_in, plan):
     for c in run.commands:
         if isinstance(c, PlayClip):
             assert c.offset >= 0
+
+
+# ---------------------------------------------------------------------------- the phase table
+TRANSITIONS = {
+    ("ready", "bowing"), ("ready", "announcing"), ("ready", "aborted"),
+    ("bowing", "ready"), ("bowing", "announcing"), ("bowing", "aborted"),
+    ("announcing", "memorising"), ("announcing", "aborted"),
+    ("memorising", "prelude"), ("memorising", "aborted"),
+    ("prelude", "reading"), ("prelude", "aborted"),
+    ("reading", "finished"), ("reading", "aborted"),
+    ("finished", "tiebreak"), ("finished", "closing"), ("finished", "closed"),
+    ("tiebreak", "finished"), ("tiebreak", "aborted"),
+    ("closing", "closed"),
+}
+RUNNING = {"bowing", "announcing", "memorising", "prelude", "reading", "tiebreak"}
+
+
+def allowed(move, snap):
+    """The phase table (reader/engine.py's docstring), as the operator's console reads it."""
+    phase = snap.phase
+    match move:
+        case "bow":
+            return phase == "ready" and snap.calls["bow_call"] is not None and not snap.bowed
+        case "start":
+            return phase == "ready"
+        case "extra":
+            return phase == "finished" and snap.unread_left > 0
+        case "close":
+            return phase == "finished"
+        case "abort":
+            return phase == "ready" or phase in RUNNING or phase == "aborted"
+        case "hold":
+            return phase not in ("aborted", "closed")
+    raise AssertionError(move)
+
+
+EVENTS = {"bow": Bow, "start": Start, "extra": ExtraCard, "close": Close, "abort": Abort}
+MOVES = ["bow", "start", "extra", "close", "hold", "release", "clear"] * 3 + ["abort"]
+operator_moves = st.lists(
+    # hypothesis favours 0 among integers: a spread of typical steps gets to every phase
+    st.tuples(st.one_of(st.sampled_from([RATE // 4, RATE, 2 * RATE, 3 * RATE, 5 * RATE]),
+                        st.integers(0, 6 * RATE)),
+              st.sampled_from(MOVES), st.sampled_from(REFEREES)),
+    max_size=30)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    plan=operator_moves,
+    tail=st.lists(st.sampled_from(["start", "extra", "close", "extra", "close", "hold", "clear"]),
+                  max_size=6),
+    bow_first=st.booleans(),
+    bow=st.booleans(),
+    extra_call=st.booleans(),
+    end_call=st.booleans(),
+    move_call=st.booleans(),
+    policy=st.sampled_from(list(ResumePolicy)),
+)
+def test_any_operator_moves_follow_the_phase_table(plan, tail, bow_first, bow, extra_call,
+                                                   end_call, move_call, policy):
+    m = short_match(cards=2, memorise_s=1.0, bow_call={"enabled": bow},
+                    extra_call={"enabled": extra_call}, end_call={"enabled": end_call},
+                    move_call={"enabled": move_call},
+                    resume={"policy": policy.value, "lead_in_s": 0.3})
+    run = make_run(m, seed=5)
+    states = {}
+    orig = run._take
+
+    def take(cmds):
+        orig(cmds)
+        if any(type(c).__name__ == "Record" for c in cmds):
+            states[len(run.records)] = run.engine.state()
+
+    run._take = take
+    t = 0
+    # the plan, then the tail's moves each once the programme has stopped (finished, mostly)
+    steps = [(0, "bow" if bow_first else "start", "a"), *plan, *((None, mv, "b") for mv in tail)]
+    for dt, move, who in steps:
+        if dt is None:
+            run.run_until()
+        else:
+            t = max(t + dt, run.frame())
+            run.run_until(t)
+        snap = run.engine.snapshot()
+        event(f"step in {snap.phase}")
+        # every move the table refuses here is refused, naming the phase, and changes nothing
+        for name, cls in EVENTS.items():
+            if not allowed(name, snap):
+                with pytest.raises(IllegalMove):
+                    run.send(cls())
+        if not allowed("hold", snap):
+            with pytest.raises(IllegalMove, match=snap.phase):
+                run.send(Hold(who))
+        assert run.engine.snapshot().seq == snap.seq
+        if move in ("release", "clear"):
+            run.send(Release(who) if move == "release" else ClearHolds())
+            continue
+        ev = Hold(who) if move == "hold" else EVENTS[move]()
+        legal = allowed(move, snap)
+        try:
+            run.send(ev)
+        except IllegalMove as e:
+            assert not legal, f"{move} refused in {snap.phase}: {e}"
+            assert snap.phase in str(e) or "ready" in str(e) or "poems" in str(e)
+        else:
+            assert legal, f"{move} accepted in {snap.phase}"
+    run.send(ClearHolds())
+    run.run_until()
+    end = run.engine.snapshot()
+    assert end.phase in ("ready", "finished", "closed", "aborted")
+    assert run.engine.next_deadline() is None
+
+    phases = [s.phase for s in run.snapshots]
+    for a, b in itertools.pairwise(phases):
+        assert a == b or (a, b) in TRANSITIONS, (a, b, phases)
+
+    # what a sample-exact sink heard never overlaps; the cards are the order's first ones
+    pieces = sorted(run.tape.pieces, key=lambda p: p.start)
+    for a, b in itertools.pairwise(pieces):
+        assert a.end <= b.start, (a, b)
+    assert [c.poem for c in end.cards] == list(run.engine.deck.order[: len(end.cards)])
+    # the closing calls are heard after every card, and only once the match was closed
+    keys = [p.key for p in pieces]
+    closing = [i for i, k in enumerate(keys) if k.startswith(("call:end_call", "call:move_call"))]
+    cards = [i for i, k in enumerate(keys) if k.startswith("verse:")]
+    if closing:
+        assert end.phase == "closed" and (not cards or max(cards) < min(closing))
+    if end.phase == "closed":
+        segs = run.engine.segments
+        for label, on in (("end_call", end_call), ("move_call", move_call)):
+            mine = [p for p in pieces if segs[p.segment].label == label]
+            if not on:
+                assert not mine, label
+                continue
+            clip = segs[mine[-1].segment].clip
+            assert mine[-1].end_offset == run.voice.frames(clip), f"{label} not heard whole"
+    # the bow call is heard whole at most once
+    bows = [p for p in pieces if p.key.startswith("call:bow_call") and p.offset == 0
+            and p.end_offset == run.voice.frames(run.engine.segments[p.segment].clip)]
+    assert len(bows) <= 1
+    event(f"ended {end.phase}")
+    event(f"{len(end.cards) - m.cards} extra cards" if end.cards else "no card")
+
+    # the journal replays to the exact state after every record
+    lines = [json.dumps(run.engine.header())] + [json.dumps(x) for x in run.records]
+    compared = 0
+    for i, engine in enumerate(replay_steps(parse_lines(lines)), start=1):
+        if i in states:
+            assert engine.state() == states[i], f"record {i} differs"
+            compared += 1
+    assert compared == len(states)

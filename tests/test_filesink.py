@@ -219,6 +219,23 @@ def test_write_wav_is_the_rendering_in_16_bit(tmp_path):
     assert data.max() <= 32767 and data.min() >= -32768
 
 
+def test_write_keeps_what_the_buffer_grew_for_while_finishing(tmp_path):
+    """A clip scheduled past the buffer's first size (8 s) and still ahead of the clock when
+    the file is written: `write` renders it then, and the file must hold it (it once sliced
+    the buffer it had before finishing, so `render --no-close` lost its last card)."""
+    sink, clock, _ = make()
+    clip = noise(RATE)
+    start = 9 * RATE
+    sink.play(clip, start, 0, 1)
+    clock.set(at(RATE))
+    path = sink.write(tmp_path / "late.wav")
+    with wave.open(str(path), "rb") as w:
+        data = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
+    assert data.shape == (start + RATE,)
+    np.testing.assert_array_equal(data[start:], to_int16(clip))
+    assert not data[:start].any()
+
+
 def test_write_flac_holds_the_same_samples(tmp_path):
     from audio.codec import decode
 

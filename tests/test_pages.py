@@ -85,8 +85,9 @@ def server(tmp_path_factory: pytest.TempPathFactory, sink: str) -> Iterator[Serv
         mp.setenv("PULSE_SINK", sink)  # the server process inherits the environment
         s = Server(tmp_path_factory.mktemp("pages"), {
             "match": {"memorise_s": 2, "cards": 3,
-                      "gaps": {"after_call_s": 0.5, "between_verses_s": 0.5,
-                               "between_cards_s": 0.5, "repeat_s": 0.5},
+                      "gaps": {"after_bow_s": 0.5, "after_call_s": 0.5,
+                               "between_verses_s": 0.5, "between_cards_s": 0.5,
+                               "repeat_s": 0.5, "before_move_s": 0.5},
                       "resume": {"lead_in_s": LEAD_IN_S}},
             "voice": {"engine": "openjtalk", "cache_dir": str(CACHE)},
             "audio": {"device": os.environ["YOMITE_TEST_DEVICE"]},
@@ -188,6 +189,13 @@ def wait_for(server: Server, what: str, ok: Callable[[dict[str, Any]], bool],
     raise AssertionError(f"no {what} within {timeout_s} s; last state: {s}")
 
 
+def log_timeline(server: Server) -> list[dict[str, Any]]:
+    r = httpx2.get(f"{server.base}/api/channels/main/match/log", headers=server.op, timeout=5)
+    assert r.status_code == 200, r.text
+    timeline: list[dict[str, Any]] = r.json()["timeline"]
+    return timeline
+
+
 def join(page: Page, name: str) -> None:
     page.fill("#name", name)
     page.click("#join-button")
@@ -282,6 +290,17 @@ def test_console_starts_a_match_a_referee_stops_it_and_the_audio_stops(
     console.fill("#memorise", "2")
     console.fill("#cards", "3")
 
+    # rule 1 in game 1: the bow alone (the match is prepared by the same tap), then the
+    # players shuffle and lay out their cards; the projector shows the call
+    console.click("#bow")
+    expect(console.locator("#step-hint")).to_contain_text("礼をしました")
+    bowing = [f for f in frames if '"phase":"bowing"' in f.replace(" ", "")]
+    assert bowing and "礼" in bowing[0], "the projector was told of the bow call"
+    expect(console.locator("#bow")).to_be_disabled()
+    expect(dp.locator("#sub")).to_have_text("札を並べて、開始を待っています")
+    m = op_state(server)["match"]
+    assert m["phase"] == "ready" and m["bowed"] and m["seed"] == SEED
+
     with Recorder(tmp_path / "hall.wav", source=f"{sink}.monitor") as rec:
         console.click("#start")
         expect(console.locator("#prepared")).to_contain_text(f"シード {SEED}")
@@ -356,7 +375,26 @@ def test_console_starts_a_match_a_referee_stops_it_and_the_audio_stops(
         assert len(m["cards"]) == 3 and shown >= {c["poem"] for c in m["cards"][1:]}
         expect(console.locator("#card-rows tr")).to_have_count(3)
         expect(console.locator("#extra")).to_be_enabled()
+        # rule 16: the players count their cards; nothing says ありがとうございました yet
+        expect(dp.locator("#big")).to_have_text("読み終わり")
+        expect(dp.locator("#sub")).to_contain_text("札を数えてください")
+        expect(console.locator("#step-hint")).to_contain_text("挨拶・移動")
+        expect(ref.locator("#hold-sub")).to_have_text(
+            "読み終わりました（もう一枚読むときにまた使えます）")
         shot(console, "console-finished-desktop", phone=False)
+        assert not any(s.get("label") == "end_call" for s in log_timeline(server))
+
+    # rule 18: when every mat is ready, the thanks and the move call, then the match is over
+    console.click("#close")
+    expect(dp.locator("#big")).to_have_text("ありがとうございました")
+    expect(dp.locator("#big")).to_have_text("移動してください")
+    expect(dp.locator("#stage")).to_have_attribute("data-phase", "closed")
+    expect(dp.locator("#big")).to_have_text("試合終了")
+    expect(console.locator("#close")).to_be_disabled()
+    expect(ref.locator("#hold-sub")).to_have_text("この試合は終わりました")
+    labels = [s["label"] for s in log_timeline(server) if "label" in s]
+    assert labels[0] == "bow_call" and labels[-3:] == ["end_call", "gap_before_move", "move_call"]
+    assert labels.count("bow_call") == 1
 
     # the next match: the console's own pause, then an abort in two presses
     console.click("#next")

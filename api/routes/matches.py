@@ -1,4 +1,5 @@
-"""Channels and their matches: state, prepare, start, extra card, abort, resume, the log."""
+"""Channels and their matches: state, prepare, bow, start, extra card, close, abort, resume,
+the log."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
-from reader.events import Abort, ClearHolds, Event, ExtraCard, Start
+from reader.events import Abort, Bow, ClearHolds, Close, Event, ExtraCard, Start
 from reader.timeline import build_timeline
 
 from ..auth import Principal
@@ -44,14 +45,30 @@ async def _engine_event(svc: ChannelService, p: Principal, ev: Event) -> dict[st
     return view(svc, p)
 
 
+@router.post("/api/channels/{ch}/match/bow")
+async def bow(svc: Ch, p: Op) -> dict[str, Any]:
+    """Rule 1: read the bow call alone; the match stays ready (game 1 and the final: the
+    players shuffle and choose their cards after the bow). 409 once bowed or if disabled."""
+    return await _engine_event(svc, p, Bow())
+
+
 @router.post("/api/channels/{ch}/match/start")
 async def start(svc: Ch, p: Op) -> dict[str, Any]:
+    """Rule 4: the bow call (unless already read or disabled), then 「札を覚えてください」."""
     return await _engine_event(svc, p, Start())
 
 
 @router.post("/api/channels/{ch}/match/extra-card")
 async def extra(svc: Ch, p: Op) -> dict[str, Any]:
+    """Rule 16, a final's tie: the extra call, then one more card; only when finished."""
     return await _engine_event(svc, p, ExtraCard())
+
+
+@router.post("/api/channels/{ch}/match/close")
+async def close(svc: Ch, p: Op) -> dict[str, Any]:
+    """Rule 18, once every mat is ready for the next match: 「ありがとうございました」, then the
+    move call; the match is then closed. Only when finished."""
+    return await _engine_event(svc, p, Close())
 
 
 @router.post("/api/channels/{ch}/match/abort")

@@ -389,8 +389,8 @@
   }
 
   function isRunning(m) {
-    return !!m && ["announcing", "memorising", "prelude", "reading", "closing", "tiebreak"]
-      .includes(m.phase);
+    return !!m && ["bowing", "announcing", "memorising", "prelude", "reading", "tiebreak",
+      "closing"].includes(m.phase);
   }
 
   function cardText(m) {
@@ -412,11 +412,21 @@
     return names.length ? names.join(t("name_sep")) : t("nobody");
   }
 
-  function segmentText(seg) {
+  /** What a segment is, in words: a call by its configured text (m.calls), anything else by
+      its label's string. */
+  function segmentText(seg, m = null) {
     if (!seg) return "";
+    const text = m && m.calls ? m.calls[seg.label] : null;
+    if (text) return t("quoted", { text });
     const key = `seg_${seg.label}`;
     const s = t(key);
     return s === key ? seg.label : s;
+  }
+
+  /** The configured text of the call being read (or cut), or null. */
+  function callText(m) {
+    const seg = m && (m.paused ? m.cut : m.segment);
+    return seg && m.calls ? m.calls[seg.label] || null : null;
   }
 
   /** The memorisation countdown, counted down locally between the server's once-a-second
@@ -553,6 +563,7 @@
     STRINGS, t, setLang, onLang, initI18n, applyI18n, get lang() { return lang; },
     load, save, api, ApiError, showError, clearErrors, announce, Channel,
     COLOURS, phaseText, isRunning, cardText, holdNames, holderName, joinNames, segmentText,
+    callText,
     Countdown, fmtTime, poems, el, verse, colourChip, showConnection, vibrate, flash, keepAwake,
   };
 })();

@@ -1,5 +1,6 @@
-/* The operator's console: choose the deck, start (preparing first when needed), pause, see and
-   lower raised hands, one more card, abort, the next match; the cards read with their poems,
+/* The operator's console: choose the deck, the bow (rule 1), start (preparing first when
+   needed), pause, see and lower raised hands, one more card (rule 16), the closing calls
+   (rule 18), abort, the next match; the cards read with their poems,
    the referees, the PIN and QR code, the audio output. The operator's token comes from the
    link `yomite serve` prints (#token=...) or from the form, and is kept in localStorage. */
 "use strict";
@@ -17,7 +18,8 @@
     tokenForm: $("token-form"), token: $("token"), app: $("app"), phase: $("phase"),
     cardno: $("cardno"), countdown: $("countdown"), now: $("now"), prepared: $("prepared"),
     paused: $("paused"), start: $("start"), pause: $("pause"), resume: $("resume"),
-    extra: $("extra"), next: $("next"), abort: $("abort"), holds: $("holds"),
+    extra: $("extra"), next: $("next"), abort: $("abort"), holds: $("holds"), bow: $("bow"),
+    close: $("close"), stepHint: $("step-hint"),
     settings: $("settings"), colourPicks: $("colour-picks"), seed: $("seed"),
     memorise: $("memorise"), cards: $("cards"), prepare: $("prepare"), qr: $("qr"), pin: $("pin"),
     loopback: $("loopback"), joinUrl: $("join-url"), displayUrl: $("display-url"),
@@ -181,7 +183,8 @@
     try {
       const log = await Y.api("GET", chPath("/match/log"), { token });
       if (log.timeline.length) {
-        t0 = log.timeline[0].start_s;
+        const call = log.timeline.find((e) => e.label === "memorise_call");
+        t0 = (call || log.timeline[0]).start_s;
         renderCards(state && state.match);
       }
     } catch (_e) { /* the times wait for the next state */ }
@@ -220,7 +223,7 @@
   function nowText(m) {
     const seg = m && (m.paused ? m.cut : m.segment);
     if (!seg || !Y.isRunning(m)) return "";
-    let what = Y.segmentText(seg);
+    let what = Y.segmentText(seg, m);
     if (seg.card && seg.poem) {
       const p = poems && poems.get(seg.poem);
       what = `${t("card_no", { n: seg.card })} ${what} — ${t("poem_no", { no: seg.poem })}`;
@@ -229,19 +232,32 @@
     return t("reading_now", { what });
   }
 
+  // phases in which nothing is read and the next match may be prepared (api/runtime.py ENDED)
+  const ENDED = ["finished", "closed", "aborted"];
+
   function renderButtons(m) {
     const phase = m ? m.phase : null;
-    const over = !m || ["finished", "aborted"].includes(phase);
+    const over = !m || ENDED.includes(phase);
     const opHold = !!m && m.holds.some((h) => h.referee === OPERATOR);
+    const bowCall = !m || !m.calls || !!m.calls.bow_call;
     ui.start.disabled = busy || !(over || phase === "ready");
-    ui.pause.disabled = busy || !m || phase === "aborted" || (phase === "finished" && !opHold);
+    // the bow alone (rule 1), before the players shuffle and lay out their cards
+    ui.bow.hidden = !bowCall;
+    ui.bow.disabled = busy || !(over || (phase === "ready" && !m.bowed));
+    ui.pause.disabled = busy || !m || ["aborted", "closed"].includes(phase)
+      || (phase === "finished" && !opHold);
     ui.pause.textContent = t(opHold ? "unpause" : "pause");
     ui.resume.disabled = busy || !m || m.holds.length === 0;
     ui.extra.disabled = busy || phase !== "finished" || !(m.unread_left > 0);
-    ui.next.disabled = busy || !m || !["finished", "aborted"].includes(phase);
-    ui.abort.disabled = busy || over;
+    ui.close.disabled = busy || phase !== "finished";
+    ui.next.disabled = busy || !m || !ENDED.includes(phase);
+    ui.abort.disabled = busy || over || phase === "closing";
     if (ui.abort.disabled) disarmAbort();
     ui.prepare.disabled = busy || !(over || phase === "ready");
+    const hint = phase === "finished" && !m.paused ? t("finished_hint")
+      : (phase === "ready" && m.bowed ? t("bowed_hint") : "");
+    ui.stepHint.hidden = !hint;
+    ui.stepHint.textContent = hint;
   }
 
   let holdsKey = null;
@@ -446,13 +462,18 @@
     act(prepare);
   });
 
-  // one tap for a teacher: prepare when nothing (or something else) is prepared, then start
-  ui.start.addEventListener("click", () => act(async () => {
+  /** One tap for a teacher: prepare when nothing (or something else) is prepared, then
+      `step` (start, or the bow alone). A match that has bowed is kept as it is. */
+  const prepared = (step) => act(async () => {
     const m = state && state.match;
     const f = formSettings();
-    if (!m || m.phase !== "ready" || !matchesForm(m, f)) conn.accept(await prepare());
-    return Y.api("POST", chPath("/match/start"), { token });
-  }));
+    const keep = m && m.phase === "ready" && (m.bowed || matchesForm(m, f));
+    if (!keep) conn.accept(await prepare());
+    return Y.api("POST", chPath(`/match/${step}`), { token });
+  });
+
+  ui.start.addEventListener("click", () => prepared("start"));
+  ui.bow.addEventListener("click", () => prepared("bow"));
 
   ui.pause.addEventListener("click", () => act(() => {
     const m = state && state.match;
@@ -464,6 +485,7 @@
 
   ui.resume.addEventListener("click", () => act(() => Y.api("POST", chPath("/match/resume"), { token })));
   ui.extra.addEventListener("click", () => act(() => Y.api("POST", chPath("/match/extra-card"), { token })));
+  ui.close.addEventListener("click", () => act(() => Y.api("POST", chPath("/match/close"), { token })));
   ui.next.addEventListener("click", () => act(prepare));
 
   function disarmAbort() {

@@ -84,7 +84,10 @@
         break;
       case "ready":
         big = t("phase_ready");
-        sub = t("waiting_match");
+        sub = m.bowed ? t("bowed_sub") : t("waiting_match");
+        break;
+      case "bowing":
+        big = Y.callText(m) || t("phase_bowing");
         break;
       case "announcing":
         big = t("memorise_now");
@@ -97,27 +100,41 @@
       }
       case "prelude":
         big = t("phase_prelude");
-        sub = Y.segmentText(m.segment);
+        sub = Y.segmentText(m.segment, m);
+        break;
+      case "closing":
+        // rule 18: 「ありがとうございました」, then the move call
+        big = Y.callText(m) || t("phase_closing");
+        sub = t("cards_done", { n: m.card });
         break;
       case "reading":
       case "tiebreak":
-      case "closing":
+        if (phase === "tiebreak" && Y.callText(m)) {
+          big = Y.callText(m); // rule 16: 「もう一枚読みます」
+          sub = t("phase_tiebreak");
+          break;
+        }
         if (m.card) {
           ui.big.replaceChildren(
             Y.el("span", { class: "n" }, String(m.card)),
             Y.el("span", { class: "of" }, `/ ${m.cards_total}`));
           const seg = m.segment;
-          sub = phase === "closing" ? t("thanks")
-            : (seg && seg.card && seg.verse ? `${t("card_no", { n: m.card })} · ${t(`verse_${seg.verse}`)}`
-              : t("card_no", { n: m.card }));
+          sub = seg && seg.card && seg.verse
+            ? `${t("card_no", { n: m.card })} · ${t(`verse_${seg.verse}`)}`
+            : t("card_no", { n: m.card });
           ui.sub.textContent = sub;
           return;
         }
         big = Y.phaseText(m);
         break;
       case "finished":
+        // rule 16: the reading is over and the players count their cards
         big = t("phase_finished");
-        sub = `${t("thanks")} · ${t("cards_done", { n: m.card })}`;
+        sub = `${t("count_cards")} · ${t("cards_done", { n: m.card })}`;
+        break;
+      case "closed":
+        big = t("phase_closed");
+        sub = t("closed_sub");
         break;
       case "aborted":
         big = t("phase_aborted");

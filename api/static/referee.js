@@ -102,8 +102,9 @@
     const secs = countdown.seconds();
     let text = "";
     if (secs !== null) text = t("seconds_left", { s: secs });
-    else if (m && m.phase === "finished") text = t("cards_done", { n: m.card });
-    else if (m && m.card && ["reading", "tiebreak", "closing"].includes(m.phase)) {
+    else if (m && ["finished", "closing", "closed"].includes(m.phase)) {
+      text = t("cards_done", { n: m.card });
+    } else if (m && m.card && ["reading", "tiebreak"].includes(m.phase)) {
       text = Y.cardText(m);
       const seg = m.segment;
       if (seg && seg.card && seg.verse) text += ` · ${t(`verse_${seg.verse}`)}`;
@@ -114,7 +115,7 @@
 
   function renderButton(m) {
     const mine = amHolding(state);
-    const usable = !!me && !!m && (mine || !["aborted", "finished"].includes(m.phase));
+    const usable = !!me && !!m && (mine || !["aborted", "finished", "closed"].includes(m.phase));
     const b = ui.hold;
     b.disabled = !usable && !pending;
     let kind;
@@ -129,11 +130,20 @@
     } else {
       kind = usable ? "ready" : "off";
       ui.holdMain.textContent = t("stop");
-      ui.holdSub.textContent = !usable ? t("hold_disabled_sub")
+      ui.holdSub.textContent = !usable ? disabledText(m)
         : (m.paused ? t("stop_sub_paused") : t("stop_sub"));
     }
     b.dataset.state = kind;
     b.setAttribute("aria-label", t(mine ? "hold_aria_resume" : "hold_aria_stop"));
+  }
+
+  /** Why the button cannot be used now, in the words of the phase. */
+  function disabledText(m) {
+    if (!me) return "";
+    if (!m) return t("hold_disabled_sub");
+    if (m.phase === "finished") return t("hold_disabled_finished");
+    if (["closed", "aborted"].includes(m.phase)) return t("hold_disabled_over");
+    return t("hold_disabled_sub");
   }
 
   // ------------------------------------------------------------------ the button
