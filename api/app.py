@@ -70,6 +70,7 @@ def create_app(
         # again (a full collection with 200 phones connected held the loop 47-93 ms)
         gc.collect()
         gc.freeze()
+        hall.loop_watch.start()  # from here on a late wake-up is a request's (or a render's)
         if on_ready is not None:
             on_ready(hall, auth.operator_token, auth.generated)
         try:

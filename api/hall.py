@@ -188,7 +188,6 @@ class Hall:
             )
 
     async def start(self) -> None:
-        self.loop_watch.start()
         for ch in self.config.server.channels:
             svc = self.channels[ch.name]
             sink, description = self.make_sink(self.config, ch)

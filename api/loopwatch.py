@@ -1,6 +1,8 @@
 """How long the event loop was kept from running: a task that asks to wake every `period_s`
 and notes how late it woke. A late wake-up is time during which no request, WebSocket message
-or hold was handled (a render in this process, a long JSON, a garbage collection)."""
+or hold was handled: either the loop's thread was busy (a long request, a render in this
+process, a garbage collection: it used the CPU meanwhile, counted in `busy_over`), or it was not
+given the CPU or the GIL (other programs, other threads: only in the wall-clock `lag`)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ class LoopWatch:
         self.threshold_ms = threshold_ms
         self.max_ms = 0.0
         self.over = 0  # wake-ups later than threshold_ms
+        self.busy_over = 0  # ... during which the loop's thread itself ran that long
+        self.busy_max_ms = 0.0
         self.recent: deque[float] = deque(maxlen=6000)  # the last minute of lags, ms
         self._task: asyncio.Task[None] | None = None
 
@@ -31,16 +35,22 @@ class LoopWatch:
 
     async def _run(self) -> None:
         while True:
-            t = time.perf_counter()
+            t, cpu = time.perf_counter(), time.thread_time()
             await asyncio.sleep(self.period_s)
             lag = (time.perf_counter() - t - self.period_s) * 1000
+            busy = (time.thread_time() - cpu) * 1000
             self.recent.append(lag)
             self.max_ms = max(self.max_ms, lag)
+            self.busy_max_ms = max(self.busy_max_ms, busy)
             if lag > self.threshold_ms:
                 self.over += 1
+                if busy > self.threshold_ms:
+                    self.busy_over += 1
 
     def report(self) -> dict[str, Any]:
         v = sorted(self.recent)
         p99 = v[min(len(v) - 1, int(len(v) * 0.99))] if v else 0.0
+        t = f"{self.threshold_ms:g}ms"
         return {"max_lag_ms": round(self.max_ms, 1), "p99_lag_ms_last_minute": round(p99, 1),
-                f"lags_over_{self.threshold_ms:g}ms": self.over}
+                f"lags_over_{t}": self.over, f"busy_over_{t}": self.busy_over,
+                "max_busy_ms": round(self.busy_max_ms, 1)}

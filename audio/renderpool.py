@@ -26,6 +26,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -216,6 +217,7 @@ class PooledVoice:
         self._rate = rate
         self._ready: set[str] = set()
         self._lock = threading.Lock()
+        self.waits: list[tuple[str, float]] = []  # (clip, seconds) a caller waited for a render
 
     @property
     def name(self) -> str:
@@ -301,8 +303,13 @@ class PooledVoice:
     def _wait(self, clip: Clip) -> None:
         if self.is_ready(clip):
             return
+        t0 = time.perf_counter()
         try:
             self.submit(clip, -2.0).result(timeout=60.0)
+            waited = time.perf_counter() - t0
+            self.waits.append((clip.key, waited))
+            if waited > 0.05:
+                log.warning("waited %.0f ms for the render of %s", waited * 1000, clip.key)
         except Exception as e:  # the pool could not: this process renders it (slow, but sure)
             log.warning("render pool: %s; rendering %s here", e, clip.key)
             self.local.pcm(clip)

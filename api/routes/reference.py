@@ -21,6 +21,8 @@ router = APIRouter(tags=["reference"])
 async def health(h: HallDep) -> dict[str, Any]:
     return {"status": "ok",
             "event_loop": h.loop_watch.report(),
+            "render_waits": [{"clip": k, "ms": round(w * 1000, 1)}
+                             for k, w in getattr(h.voice, "waits", [])[-20:]],
             "channels": {n: {"output": s.audio,
                              "output_stats": s.output_stats(),
                              "audio": s.runtime.state().get("audio") if s.runtime else None,
