@@ -274,9 +274,10 @@ class PooledVoice:
                 last = left[0] == 0
             if out.done():
                 return
-            if f.exception() is not None:
+            err = f.exception()
+            if err is not None:
                 with contextlib.suppress(Exception):
-                    out.set_exception(f.exception())  # type: ignore[arg-type]
+                    out.set_exception(err)
             elif last:
                 with contextlib.suppress(Exception):
                     out.set_result(None)
@@ -339,11 +340,11 @@ def _worker(fd: int, nice: int) -> None:
                 continue
             cfg, rate, clip = msg
             key = (cfg.model_dump_json(), rate)
-            voice = voices.get(key)
-            if voice is None:
-                voice = voices[key] = make_voice(cfg, rate)
-                voice.memory_bytes = 0  # the server loads the file: keep (almost) nothing here
-            voice.pcm(clip)
+            known = voices.get(key)
+            if known is None:
+                known = voices[key] = make_voice(cfg, rate)
+                known.memory_bytes = 0  # the server loads the file: keep (almost) nothing here
+            known.pcm(clip)
             conn.send((True, ""))
         except Exception as e:  # one clip's failure is reported, the worker goes on
             conn.send((False, f"{type(e).__name__}: {e}"))
