@@ -80,8 +80,9 @@ class RenderGate:
 
 Item = PrepareMatch | AudioFault | RenderGate | Event
 
-# The clips a start needs at once: the call, and the next clip (sent one clip ahead).
-START_CLIPS = 2
+# The clips a start needs at once: the first call, the one after it (sent one clip ahead), and
+# the next (sent when the second starts, as soon as two seconds later when the bow call opens).
+START_CLIPS = 3
 START_RENDER_TIMEOUT_S = 60.0
 
 
