@@ -171,10 +171,17 @@ async def run(server: Server, a: argparse.Namespace, rng: random.Random) -> dict
             r = await http.post("/api/channels/second/match",
                                 json={"colors": COLORS5, "seed": a.seed + 1})
             assert r.status_code == 200, r.text
-            while True:
-                st = (await http.get("/api/channels/main")).json()
-                if st["match"]["phase"] == "finished":
+            resumes = 0
+            deadline = time.monotonic() + 60 + a.cards * 30 + a.memorise
+            while time.monotonic() < deadline:
+                m = (await http.get("/api/channels/main")).json()["match"]
+                if m["phase"] in ("finished", "closed"):
                     break
+                audio_held = m["paused"] and any(h["referee"] == "@audio" for h in m["holds"])
+                # what an operator does: resume (503 while the output is still down)
+                if audio_held and (await http.post("/api/channels/main/match/resume")
+                                   ).status_code == 200:
+                    resumes += 1
                 await asyncio.sleep(0.5)
             health = (await http.get("/api/health")).json()
             log = (await http.get("/api/channels/main/match/log")).json()
@@ -189,7 +196,8 @@ async def run(server: Server, a: argparse.Namespace, rng: random.Random) -> dict
         for b in burners:
             b.kill()
             b.wait()
-    return {"health": health, "log": log, "sent": sent, "viewer_msgs": got,
+    return {"health": health, "log": log, "sent": sent, "viewer_msgs": got, "resumes": resumes,
+            "finished": m["phase"] in ("finished", "closed"),
             "reloads": reloads, "start_ms": start_ms, "second": second}
 
 
@@ -254,6 +262,17 @@ def hold_to_silence(cap: Capture, sent: list[float]) -> tuple[np.ndarray, np.nda
     return np.array(lo), np.array(hi)
 
 
+def measuring_instrument(pid: int) -> None:
+    """The recorder and its parec at a high priority: on a loaded machine their read times (the
+    capture's timestamps) would otherwise come late, and widen every bracket."""
+    import os
+
+    kids = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    for p in [pid, *map(int, kids.split())]:
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, p, -15)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cards", type=int, default=17)
@@ -282,6 +301,7 @@ def main() -> None:
         }, TOKEN).start()
         try:
             with Recorder(Path(tmp) / "cap.wav", source=sink.monitor) as rec:
+                measuring_instrument(rec.proc.pid)
                 r = asyncio.run(run(server, a, rng))
         finally:
             server.stop()
@@ -310,7 +330,8 @@ def main() -> None:
     print(f"  underruns {out['underruns']} (PortAudio {out['underflows']}, ALSA {out['xruns']}; "
           f"ALSA lines printed by the server: {alsa_lines}); late clips {out['late_clips']} "
           f"({out['late_frames']} frames); faults {out['faults']}; @audio pauses "
-          f"{'yes' if audio_pauses else 'none'}")
+          f"{audio_pauses} (resumed by the operator {r['resumes']} times); match "
+          f"{'finished' if r['finished'] else 'NOT FINISHED in time'}")
     warnings = [ln for ln in log_text.splitlines() if "WARNING" in ln or "ERROR" in ln]
     if warnings:
         print(f"  server warnings ({len(warnings)}):", *warnings[:12], sep="\n    ")
