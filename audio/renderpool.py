@@ -8,7 +8,7 @@ the call's head). Each worker (`python -m audio.renderpool FD`) builds its voice
 `VoiceConfig` through `audio.voice.make_voice`, exactly as the server does, so it renders what
 the server would (the per-match settings included: every job carries its config) into the same
 disk cache, keyed by the voice's params; the server then loads the file (a millisecond).
-Workers run at a lower priority (`nice`), so they take only CPU that nothing else wants.
+Workers run a little below the server's priority (`nice` 2), so the event loop comes first.
 
 Order: every job has a rank (its place in the reading order: the call 0, the next clip 1...);
 a free worker takes the lowest rank of all channels' jobs, so a second channel preparing a

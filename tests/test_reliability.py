@@ -88,11 +88,11 @@ def test_a_stalled_client_is_dropped_and_slows_nobody(server):
     assert seqs[0] == first + 1
     health = httpx2.get(f"{server.base}/api/health").json()["channels"]["main"]
     assert health["dropped_clients"] >= 1, health
-    # every hand is down: the call is read again after the lead-in, then memorisation runs
+    # every hand is down: the calls are read again after the lead-in, then memorisation runs
     deadline = time.monotonic() + 15
     while True:
         st = httpx2.get(f"{server.base}/api/channels/main", headers=server.op).json()
-        if st["match"]["phase"] != "announcing" or time.monotonic() > deadline:
+        if st["match"]["phase"] not in ("bowing", "announcing") or time.monotonic() > deadline:
             break
         time.sleep(0.1)
     assert st["match"]["holds"] == [] and st["match"]["phase"] == "memorising"

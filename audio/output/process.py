@@ -2,14 +2,14 @@
 a process of their own (`audio.output.worker`), so that nothing the server does (garbage
 collection, JSON for a thousand phones, serving a page, rendering a deck) can starve the audio.
 
-Measured before choosing (this 2-core machine, tests/test_gc_audio.py and bench/full_hall.py):
-with a DeviceSink in the server's process, ten full collections with a million objects alive
-(~100 ms each) during a reading gave ten underruns and holes in the capture; 200 connected
-WebSockets made each generation-2 collection hold the interpreter 47-93 ms, and every one inside
-a verse was a break. Larger blocks do not help (512/1024 frames still broke, and cost +15/+49 ms
-of stop latency). Out of process the same collections leave the capture bit-exact, and a hold
-still reaches silence in the same time: the command crosses a socket (tens of µs) into the same
-cooperative stop.
+Measured before choosing (this 2-core machine): with a DeviceSink in the server's process, ten
+full collections with a million objects alive during a 5 s clip gave ten ALSA underruns and a
+capture that no longer matched the clip; through the audio process the same collections
+(260-340 ms each) left it bit-exact with no underrun (tests/test_process_sink.py keeps that
+check). With 200 WebSockets connected each generation-2 collection held the server's
+interpreter 47-93 ms (issue 11), and larger blocks do not help (512/1024 frames still broke, at
++15/+49 ms of stop latency). A hold still reaches silence in the same time: the command crosses
+a socket (tens of µs) into the same cooperative stop.
 
 How the two halves talk (the worker's docstring has the wire format):
 - PCM goes through shared memory: the first time a clip is played its samples are copied once
