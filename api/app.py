@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
+from audio.recording import RecordingPack
 from reader.config import Config
 
 from .auth import Auth
 from .errors import ApiError, install_handlers
 from .hall import Hall, SinkFactory, default_sink
-from .routes import holds, matches, pages, referees, reference, ws
+from .routes import holds, matches, pages, recording, referees, reference, ws
 from .runtime import VoiceLike
 
 if TYPE_CHECKING:
@@ -84,7 +85,8 @@ def create_app(
                   description="The hall service of yomite, an automated karuta reader.")
     app.state.auth = auth
     app.state.config = config
+    app.state.recording = RecordingPack(config.voice.recording_pack, config.match)
     install_handlers(app)
-    for module in (reference, matches, holds, referees, ws, pages):
+    for module in (reference, matches, holds, referees, ws, recording, pages):
         app.include_router(module.router)
     return app

@@ -32,6 +32,8 @@ def _config(args: argparse.Namespace) -> Config:
         voice_over["engine"] = args.voice
     if getattr(args, "pack", None):
         voice_over["pack"] = args.pack
+    if getattr(args, "pack_fallback", False):
+        voice_over["pack_fallback"] = True
     if audio_over or voice_over:
         data = cfg.model_dump(mode="json")
         data["audio"].update(audio_over)
@@ -296,6 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
     _match_args(pl)
     pl.add_argument("--voice", choices=[e.value for e in VoiceEngine])
     pl.add_argument("--pack", default=None, help="a voice pack folder")
+    pl.add_argument("--pack-fallback", action="store_true",
+                    help="read poems the pack lacks with Open JTalk")
     pl.add_argument("--device", default=None, help="output device name or index")
     pl.set_defaults(func=cmd_play, speed=1.0, voiced=True)
 
@@ -303,6 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
     _match_args(r)
     r.add_argument("--voice", choices=[e.value for e in VoiceEngine])
     r.add_argument("--pack", default=None)
+    r.add_argument("--pack-fallback", action="store_true",
+                   help="read poems the pack lacks with Open JTalk")
     r.add_argument("--out", required=True, help="match.wav / .flac / .mp3")
     r.add_argument("--timeline", default=None, help="match.json: every segment with its times")
     r.set_defaults(func=cmd_render)
@@ -316,6 +322,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--color", "--colour", action="append", dest="colors", default=[])
     v.add_argument("--voice", choices=[e.value for e in VoiceEngine])
     v.add_argument("--pack", default=None)
+    v.add_argument("--pack-fallback", action="store_true",
+                   help="read poems the pack lacks with Open JTalk")
     v.set_defaults(func=cmd_voices)
     return p
 

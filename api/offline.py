@@ -4,10 +4,11 @@ import a voice pack. No event loop: a manual clock jumps from one engine deadlin
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from audio.filesink import FileSink
 from audio.voice import make_voice
@@ -23,7 +24,7 @@ from reader.programme import build_programme, call_clips
 from reader.snapshot import Snapshot
 from reader.timeline import build_timeline
 
-from .runtime import carry_out
+from .runtime import carry_out, check_voice_covers
 
 Progress = Callable[[int, int, Clip], None]
 
@@ -50,6 +51,7 @@ def render_match(
     deck = Deck.build(colors=colors or (() if poems else match.colors), poems=poems, seed=seed)
     rate = cfg.audio.rate
     voice = make_voice(cfg.voice, rate)
+    check_voice_covers(voice, deck)
     clock = ManualClock()
     sink = FileSink(rate, clock, fade_ms=cfg.audio.fade_ms)
     engine = Engine(match=match, deck=deck, voice=voice, clock=clock, rate=rate)
@@ -128,7 +130,7 @@ def import_pack(cfg: Config, path: Path, dest: Path = Path("var/packs")) -> int:
     from audio.pack import PackVoice
 
     out = catalogue.import_pack(path, dest, rate=cfg.audio.rate,
-                                progress=lambda i, n, _s: _bar(i, n))
+                                progress=lambda i, n, _s: import_progress(i, n))
     pack = PackVoice(out, cfg.audio.rate, cfg.voice.loudness_lufs, fallback=None,
                      fallback_for_missing=False, strict=False)
     print(pack.describe())
@@ -136,5 +138,15 @@ def import_pack(cfg: Config, path: Path, dest: Path = Path("var/packs")) -> int:
     return 0
 
 
-def _bar(done: int, total: int) -> None:
-    print(f"\rimporting {done}/{total}", end="\n" if done == total else "", flush=True)
+def import_progress(done: int, total: int, out: TextIO | None = None) -> None:
+    """A bar redrawn in place on a terminal; elsewhere (a log, a pipe) a line at every quarter,
+    not one per file."""
+    stream = out if out is not None else sys.stdout
+    if stream.isatty():
+        width = 30
+        filled = width * done // max(total, 1)
+        stream.write(f"\rimporting [{'#' * filled}{'.' * (width - filled)}] {done}/{total}"
+                     + ("\n" if done == total else ""))
+    elif done == total or done * 4 // max(total, 1) != (done - 1) * 4 // max(total, 1):
+        stream.write(f"importing {done}/{total}\n")
+    stream.flush()

@@ -31,7 +31,7 @@ from reader.commands import Command, PlayClip, Publish, Record, StopAudio
 from reader.config import Config, MatchConfig, with_match_overrides
 from reader.deck import Deck
 from reader.engine import Engine
-from reader.errors import IllegalMove, JournalError, ReaderError
+from reader.errors import BadDeck, IllegalMove, JournalError, ReaderError
 from reader.events import (
     AUDIO_FAULT,
     RECOVERED,
@@ -53,6 +53,7 @@ ENDED = (Phase.READY, Phase.FINISHED, Phase.CLOSED, Phase.ABORTED)
 
 
 class VoiceLike(Protocol):
+    def lacks(self, poems: list[int]) -> list[int]: ...
     def frames(self, clip: Clip) -> int: ...
     def pcm(self, clip: Clip) -> np.ndarray: ...
     def prefetch(self, clips: list[Clip], progress: Any = None, *,
@@ -108,6 +109,17 @@ def carry_out(
                 publish(snap)
             case _:
                 assert_never(c)
+
+
+def check_voice_covers(voice: VoiceLike, deck: Deck) -> None:
+    """BadDeck (422) naming the deck's poems the voice cannot read (a partial pack)."""
+    lacking = voice.lacks(list(deck.poems))
+    if lacking:
+        raise BadDeck(
+            f"the voice pack lacks poems {', '.join(map(str, lacking))} of this deck: record "
+            "them, choose a deck it covers, or set voice.pack_fallback: true (--pack-fallback "
+            "on the command line)"
+        )
 
 
 class SinkClock:
@@ -286,6 +298,7 @@ class ChannelRuntime:
             match_cfg = with_match_overrides(match_cfg, p.overrides)
         colors = p.colors or (() if p.poems else match_cfg.colors)
         deck = Deck.build(colors=colors, poems=p.poems, seed=p.seed)
+        check_voice_covers(self.voice, deck)
         self._frame_offset = 0
         self._match_clock = self.clock
         lead = round(self.config.audio.schedule_lead_ms * self.rate / 1000)

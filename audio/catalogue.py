@@ -16,7 +16,8 @@ from reader.config import VoiceConfig, VoiceEngine
 
 from .codec import decode, encode
 from .errors import PackError, VoiceError
-from .pack import MANIFEST, describe_missing, read_pack
+from .pack import MANIFEST, covered_colours, describe_missing, read_pack, split_at_pause
+from .pcm import trim_noise
 from .voice import Progress, RenderedVoice
 
 VoiceInfo = dict[str, str | bool]
@@ -56,8 +57,10 @@ def _pyttsx3_info() -> VoiceInfo:
 
         voice = Pyttsx3Voice()
         found = voice.voice_id
-    except (ImportError, VoiceError) as e:
-        return {"engine": "pyttsx3", "available": False, "detail": str(e)}
+    except (ImportError, OSError, RuntimeError, VoiceError) as e:
+        # without espeak-ng, pyttsx3's driver raises RuntimeError as it is imported
+        return {"engine": "pyttsx3", "available": False,
+                "detail": f"absent: {e} (on Debian: apt-get install espeak-ng)"}
     return {
         "engine": "pyttsx3",
         "available": True,
@@ -77,14 +80,19 @@ def _pack_info(voice_cfg: VoiceConfig | None) -> VoiceInfo:
         pack = read_pack(voice_cfg.pack)
     except PackError as e:
         return {"engine": "pack", "available": False, "detail": str(e)}
-    missing = pack.missing()
+    missing = [(n, v) for n, v in pack.missing() if n != 0]
     detail = f"{pack.name}: {pack.layout} layout, {len(pack.files)} files in {pack.folder}"
     if missing:
-        how = "Open JTalk reads them" if voice_cfg.pack_fallback else "set voice.pack_fallback"
+        if voice_cfg.pack_fallback:
+            how = "Open JTalk reads them"
+        else:
+            colours = covered_colours(pack)
+            how = (f"reads decks of {', '.join(colours)}" if colours
+                   else "covers no whole colour yet") + "; or set voice.pack_fallback"
         detail += f"; lacks {describe_missing(missing)} ({how})"
     return {
         "engine": "pack",
-        "available": not missing or voice_cfg.pack_fallback,
+        "available": not missing or voice_cfg.pack_fallback or bool(pack.covers()),
         "detail": detail,
     }
 
@@ -144,7 +152,11 @@ def import_pack(
     progress: Callable[[int, int, str], None] | None = None,
 ) -> Path:
     """Copy the pack in `src` (any layout) to `dst_root/<pack name>/` in the manifest layout,
-    transcoded to `fmt` at `rate`; returns the new folder. An existing folder is not touched."""
+    transcoded to `fmt` at `rate`; returns the new folder. An existing folder is not touched.
+
+    A one-file jokā (Shuffle100's 序歌) is split at its pause into its two verses. The manifest
+    records each slot's speech length (trimmed on the recording's noise floor), so fitting the
+    pack to a pace needs no pass over its files."""
     pack = read_pack(src)
     out = dst_root / (re.sub(r"[^\w.-]+", "_", pack.name).strip("._") or "pack")
     if out.exists():
@@ -153,9 +165,18 @@ def import_pack(
     partial = out.with_name(out.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     files: dict[str, str] = {}
+    speech: dict[str, float] = {}
+    halves: dict[Path, tuple[np.ndarray, np.ndarray]] = {}
     try:
         for i, (slot, path) in enumerate(sorted(pack.files.items())):
-            x = decode(path, rate)
+            if slot.startswith("000/") and pack.one_file_joka():
+                if path not in halves:
+                    halves[path] = split_at_pause(decode(path, rate), rate)
+                x = halves[path][0 if slot.endswith("kami") else 1]
+            else:
+                x = decode(path, rate)
+            if not slot.startswith("call/"):
+                speech[slot] = round(trim_noise(x, rate).size / rate, 3)
             top = float(np.max(np.abs(x))) if x.size else 0.0
             if top > 1.0:  # resampling a full-scale recording can overshoot a little
                 x = x / np.float32(top)
@@ -164,7 +185,9 @@ def import_pack(
             files[slot] = name
             if progress is not None:
                 progress(i + 1, len(pack.files), slot)
-        manifest = {"name": pack.name, "files": files}
+        manifest: dict[str, object] = {"name": pack.name, "files": files, "speech_s": speech}
+        if pack.pace_s is not None:
+            manifest["pace_s"] = pack.pace_s
         (partial / MANIFEST).write_text(
             yaml.safe_dump(manifest, allow_unicode=True, sort_keys=True), "utf-8"
         )

@@ -24,7 +24,7 @@ from reader.clip import Clip
 from .codec import read_wav
 from .errors import CodecError, VoiceError
 from .pcm import Pcm, peak
-from .voice import Param, read_phrase_by_phrase
+from .voice import Param, read_phrase_by_phrase, speed_params
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +44,8 @@ _SYNTH_TIMEOUT_S: Final = 30.0
 
 
 _ATTEMPTS: Final = 3
-# Engines we listen to, with what each has been set to: properties are only set when they
-# change (see _apply).
-_APPLIED: "weakref.WeakKeyDictionary[Any, dict[str, Any]]" = weakref.WeakKeyDictionary()
+# Engines we listen to (each is connected to `finished-utterance` once).
+_LISTENING: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
 
 def _on_finished(**_: Any) -> None:
@@ -69,10 +68,10 @@ def _release_shared_engine() -> None:
     global _system_engine
     _system_engine = None
 
-# Words per minute at speed 1.0, calibrated so that espeak-ng's jpx/ja voice reads the hundred
-# poems at the same pace as Open JTalk at the same `speed` (tests/test_espeak.py checks it).
+# Words per minute, calibrated so that espeak-ng's jpx/ja voice reads the hundred poems at the
+# same pace as Open JTalk (tests/test_espeak.py checks it). Every clip is synthesised at this
+# rate; `speed` stretches the result in time, like every voice's (exactly linear, pitch kept).
 BASE_WPM: Final = 175
-_MIN_WPM, _MAX_WPM = 80, 450  # espeak-ng's accepted range
 _PITCH_PER_SEMITONE: Final = 50 / 12  # espeak pitch is 0..100 (50 = voice default): approximate
 
 
@@ -97,8 +96,11 @@ class Pyttsx3Voice:
 
     The pyttsx3 engine is started on first render: the process's one shared engine, unless a
     test passes `engine_factory` to make a fake. If the system has no Japanese voice,
-    `VoiceError` names the voices it does have. `speed` scales `BASE_WPM`; `pitch` in
-    semitones maps roughly onto espeak's 0-100 pitch scale.
+    `VoiceError` names the voices it does have. Every phrase is synthesised at `BASE_WPM`
+    (`speed` stretches the clip afterwards); `pitch` in semitones maps roughly onto espeak's
+    0-100 pitch scale. espeak-ng's rate, pitch and voice belong to the process, not to this
+    object, so they are read back from the engine before every phrase and set again where they
+    differ: something else in the process may have changed them.
     """
 
     name = "pyttsx3"
@@ -119,7 +121,7 @@ class Pyttsx3Voice:
         self.pitch = pitch
         self.phrase_pause_s = phrase_pause_s
         self.loudness_lufs = loudness_lufs
-        self.wpm = min(_MAX_WPM, max(_MIN_WPM, round(BASE_WPM * speed)))
+        self.wpm = BASE_WPM
         self.espeak_pitch = min(100, max(0, round(50 + pitch * _PITCH_PER_SEMITONE)))
         self._own_engine: Any = None  # a test's fake; the real engine is shared
         self._started = False
@@ -130,6 +132,7 @@ class Pyttsx3Voice:
             "synth": _synth_version(),
             "rate": rate,
             "wpm": self.wpm,
+            **speed_params(speed),
             "pitch": self.espeak_pitch,
             "phrase_pause_s": phrase_pause_s,
             "loudness_lufs": loudness_lufs,
@@ -155,6 +158,7 @@ class Pyttsx3Voice:
         return read_phrase_by_phrase(
             self._synthesise, clip, engine="pyttsx3", voice=self.name, rate=self._rate,
             phrase_pause_s=self.phrase_pause_s, target_lufs=self.loudness_lufs,
+            speed=self.speed,
         )
 
     def _engine(self) -> Any:
@@ -174,9 +178,9 @@ class Pyttsx3Voice:
             voices = list(engine.getProperty("voices"))
         except (ImportError, RuntimeError, OSError) as e:
             raise VoiceError(f"pyttsx3 cannot start a speech engine: {e}") from None
-        if engine not in _APPLIED:  # first voice on this engine: listen once
+        if engine not in _LISTENING:  # first voice on this engine: listen once
             engine.connect("finished-utterance", _on_finished)
-            _APPLIED[engine] = {}
+            _LISTENING.add(engine)
         voice_id = japanese_voice_id(voices)
         if voice_id is None:
             ids = sorted(str(v.id) for v in voices)
@@ -187,7 +191,7 @@ class Pyttsx3Voice:
             )
         self._voice_id, self._started = voice_id, True
 
-    def _synthesise(self, phrase: str, clip: Clip) -> tuple[Pcm, int]:
+    def _synthesise(self, _index: int, phrase: str, clip: Clip) -> tuple[Pcm, int]:
         with _ENGINE_LOCK, tempfile.TemporaryDirectory(prefix="yomite-tts-") as tmp:
             self._start()
             self._apply({"voice": self._voice_id, "rate": self.wpm,
@@ -205,17 +209,15 @@ class Pyttsx3Voice:
             )
 
     def _apply(self, props: dict[str, Any], clip: Clip) -> None:
-        """Set the engine properties that differ from what it has (lock held). Setting them
-        before every phrase makes espeak-ng drop about one synthesis in a hundred."""
+        """Set the engine properties whose real value (read back from the engine) differs
+        from `props` (lock held). Only those: setting them all before every phrase makes
+        espeak-ng drop about one synthesis in a hundred."""
         engine = self._engine()
-        applied = _APPLIED[engine]
         try:
             for key, value in props.items():
-                if applied.get(key) != value:
+                if not _same(engine.getProperty(key), value):
                     engine.setProperty(key, value)
-                    applied[key] = value
         except (RuntimeError, ValueError, KeyError, OSError) as e:
-            applied.clear()
             raise VoiceError(f"pyttsx3 refused a setting for clip {clip.key}: {e}") from None
 
     def _utter(self, phrase: str, wav: Path, clip: Clip) -> tuple[Pcm, int]:
@@ -246,6 +248,12 @@ class Pyttsx3Voice:
             raise VoiceError(f"pyttsx3 output for clip {clip.key}: {e}") from None
 
 
+def _same(real: Any, wanted: Any) -> bool:
+    if isinstance(wanted, float) and isinstance(real, int | float):
+        return abs(float(real) - wanted) < 0.01
+    return bool(real == wanted)
+
+
 def _version(dist: str) -> str:
     try:
         return metadata.version(dist)
@@ -263,5 +271,6 @@ def _synth_version() -> str:
 
         info = _espeak.Info()
         return f"espeak-ng {info.decode() if isinstance(info, bytes) else info}"
-    except (ImportError, AttributeError, OSError, TypeError):
+    except (ImportError, AttributeError, OSError, TypeError, RuntimeError):
+        # RuntimeError: pyttsx3's espeak driver, imported without espeak-ng installed
         return "unknown"

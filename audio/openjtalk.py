@@ -2,6 +2,7 @@
 
 import contextlib
 import io
+import logging
 import threading
 from collections.abc import Mapping
 from importlib import metadata
@@ -15,20 +16,21 @@ with contextlib.redirect_stdout(io.StringIO()):
     import pyopenjtalk
     from pyopenjtalk.htsengine import HTSEngine
 
-from reader.clip import Clip
+from reader.clip import Clip, ClipKind, Verse
+from reader.poems import poem
 
+from . import pronunciation
 from .errors import VoiceError
 from .pcm import Pcm
-from .voice import Param, read_phrase_by_phrase
+from .pronunciation import Reading
+from .voice import Param, phrases, read_phrase_by_phrase, speed_params
+
+log = logging.getLogger(__name__)
 
 # pyopenjtalk returns float64 on the int16 scale, with peaks well past 32767 (up to ~52000):
 # divide, never cast or clip; normalisation brings the level down afterwards.
 _INT16_SCALE: Final = 32768.0
-_HIRAGANA_TO_KATAKANA: Final = {c: c + 0x60 for c in range(0x3041, 0x3097)}
-
-
-def katakana(kana: str) -> str:
-    return kana.translate(_HIRAGANA_TO_KATAKANA)
+katakana = pronunciation.katakana
 
 
 def spoken_kana(phrase: str) -> str:
@@ -37,18 +39,44 @@ def spoken_kana(phrase: str) -> str:
     return said if isinstance(said, str) else "".join(said)
 
 
+def clip_readings(clip: Clip) -> list[Reading]:
+    """How each phrase of `clip` is said (see `audio.pronunciation`): its text analysed by the
+    dictionary, its morae the yomi's. A verse of the hundred also gives its historical kana
+    (long vowels in misread words). Text and yomi with different phrase counts are read from
+    the kana alone, and logged."""
+    yomi = phrases(clip)
+    text = clip.text.split()
+    kana: list[str | None] = [None] * len(yomi)
+    if clip.kind is ClipKind.VERSE and clip.poem is not None and 1 <= clip.poem <= 100:
+        p = poem(clip.poem)
+        own_yomi, own_kana = ((p.kami_yomi, p.kami_kana) if clip.verse is Verse.KAMI
+                              else (p.shimo_yomi, p.shimo_kana))
+        if own_yomi.split() == yomi and len(own_kana.split()) == len(yomi):
+            kana = list(own_kana.split())
+    if len(text) != len(yomi):
+        log.warning("clip %s: text %r has %d phrases, yomi %r has %d: reading from the kana "
+                    "alone", clip.key, clip.text, len(text), clip.yomi, len(yomi))
+        text = yomi
+    out = [pronunciation.read(t, y, k) for t, y, k in zip(text, yomi, kana, strict=True)]
+    for i, r in enumerate(out):
+        if r.fallback is not None:
+            log.info("clip %s phrase %d (%s): read from the kana alone: %s",
+                     clip.key, i + 1, r.yomi, r.fallback)
+    return out
+
+
 class OpenJTalkVoice:
-    """Reads a clip's kana phrase by phrase: each phrase is synthesised alone, trimmed, and the
+    """Reads a clip phrase by phrase: each phrase is synthesised alone, trimmed, and the
     phrases are joined with `phrase_pause_s` of silence, so the pause is the same everywhere.
 
-    The kana go in as katakana with `use_read_as_pron`: the yomi is already written as it is
-    said (わ for the particle は), and this way Open JTalk says exactly those morae. Fed
-    hiragana, it re-analyses them and misreads three of the hundred poems (いまはた as
-    イマワタ, はなぞ as ワナゾ, たつた as タッタ).
+    What each phrase says comes from `audio.pronunciation`: the yomi's morae with the words,
+    accents and long vowels of Open JTalk's dictionary analysis of the text. (Fed the kana
+    alone, every phrase would be one unknown noun with one contour, おう two vowels.)
 
-    `speed` is Open JTalk's own rate factor; `pitch` shifts F0 in semitones. Each thread that
-    renders gets its own HTS engine (they release the GIL, so two threads render twice as fast
-    on two cores), while the text front end is shared behind pyopenjtalk's own lock.
+    `speed` stretches the whole clip in time (Rubber Band, pitch kept: exactly linear, unlike
+    Open JTalk's own rate factor); `pitch` shifts F0 in semitones. Each thread that renders gets
+    its own HTS engine (they release the GIL, so two threads render twice as fast on two cores),
+    while the text front end is shared behind its own lock.
     """
 
     name = "openjtalk"
@@ -71,8 +99,9 @@ class OpenJTalkVoice:
             "engine": "openjtalk",
             "version": metadata.version("pyopenjtalk-plus"),
             "hts_voice": pyopenjtalk.DEFAULT_HTS_VOICE.rsplit(b"/", 1)[-1].decode(),
+            "reading": "text-accent-yomi-morae",
             "rate": rate,
-            "speed": speed,
+            **speed_params(speed),
             "pitch": pitch,
             "phrase_pause_s": phrase_pause_s,
             "loudness_lufs": loudness_lufs,
@@ -87,9 +116,15 @@ class OpenJTalkVoice:
         return self._params
 
     def render(self, clip: Clip) -> Pcm:
+        readings = clip_readings(clip)
+
+        def synthesise(i: int, phrase: str, clip: Clip) -> tuple[Pcm, int]:
+            return self._synthesise(list(readings[i].labels), phrase, clip)
+
         return read_phrase_by_phrase(
-            self._synthesise, clip, engine="Open JTalk", voice=self.name, rate=self._rate,
+            synthesise, clip, engine="Open JTalk", voice=self.name, rate=self._rate,
             phrase_pause_s=self.phrase_pause_s, target_lufs=self.loudness_lufs,
+            speed=self.speed,
         )
 
     def _engine(self) -> HTSEngine:
@@ -99,12 +134,11 @@ class OpenJTalkVoice:
             self._local.engine = engine
         return engine
 
-    def _synthesise(self, phrase: str, clip: Clip) -> tuple[Pcm, int]:
+    def _synthesise(self, labels: list[str], phrase: str, clip: Clip) -> tuple[Pcm, int]:
         try:
-            labels = pyopenjtalk.extract_fullcontext(katakana(phrase), use_read_as_pron=True)
             engine = self._engine()
             # synthesize() resets speed and pitch, so they are set before every call
-            engine.set_speed(self.speed)
+            engine.set_speed(1.0)
             engine.add_half_tone(self.pitch)
             wave = engine.synthesize(labels)
             sr = int(engine.get_sampling_frequency())

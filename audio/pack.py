@@ -15,17 +15,30 @@ Three layouts are recognised, the first that fits:
 - **Wasuramoti**: `<reader>_<NNN>_<1|2>.<ext>`, NNN 001..100 and 000 for the jokā, 1 the upper
   and 2 the lower verse (`inaba_001_1.ogg`).
 - **Shuffle100**: `<NNN>a.<ext>` / `<NNN>b.<ext>` for upper and lower verse; the jokā is
-  `000a`/`000b` or `joka_a`/`joka_b`.
+  `000a`/`000b`, `joka_a`/`joka_b`, or one file for both verses, `序歌` (or `joka`), split at
+  its longest pause.
 
 Files may be in any format ffmpeg decodes (wav, flac, ogg, mp3, m4a...). Packs hold poems, not
-calls: a call (the memorisation call, the prelude intro, the end call) comes from the fallback
-voice unless the manifest maps it as `call/<name>`. A pack that lacks verses is refused, with
-the list of what it lacks, unless `fallback_for_missing` lets the fallback voice read those.
+calls: a call (the memorisation call, the prelude intro, the end call) and the jokā, when the
+pack does not record them, come from the fallback voice (the manifest maps calls as
+`call/<name>`). A pack may cover only some poems (a pack being recorded): it reads any match
+whose deck it covers (`lacks` says which poems of a deck it cannot read, and the match is
+refused), unless `fallback_for_missing` lets the fallback voice read those.
+
+A manifest may also say `pace_s`, the seconds of speech a poem (upper plus lower verse) the pack
+is fitted to, and `speech_s`, each slot's measured speech length (written by import and the
+recording page, so fitting needs no pass over the files).
+
+Recordings are trimmed on their own noise floor (a room's hiss is not speech), and made
+`stretch` = fit / `speed` times as long by Rubber Band, pitch kept.
 """
 
 import hashlib
 import json
+import logging
+import math
 import re
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -38,8 +51,10 @@ from reader.clip import Clip, ClipKind, Verse
 
 from .codec import DECODABLE, decode
 from .errors import CodecError, PackError, VoiceError
-from .pcm import Pcm
-from .voice import Param, Voice, mastered
+from .pcm import Pcm, as_pcm, trim_noise
+from .voice import Param, Voice, mastered, speed_params
+
+log = logging.getLogger(__name__)
 
 MANIFEST: Final = "yomite-pack.yaml"
 POEMS: Final = range(0, 101)  # 0 is the jokā
@@ -48,6 +63,7 @@ _EXT = r"\.(?P<ext>[A-Za-z0-9]+)"
 _WASURAMOTI = re.compile(rf"(?P<reader>.+)_(?P<no>\d{{3}})_(?P<half>[12]){_EXT}")
 _SHUFFLE100 = re.compile(rf"(?P<no>\d{{3}})(?P<half>[ab]){_EXT}", re.IGNORECASE)
 _SHUFFLE100_JOKA = re.compile(rf"joka[_-]?(?P<half>[ab]){_EXT}", re.IGNORECASE)
+_SHUFFLE100_JOKA_ONE = re.compile(rf"(?:序歌|joka){_EXT}", re.IGNORECASE)
 _SLOT = re.compile(r"(?P<no>\d{3})/(?P<verse>kami|shimo)|call/(?P<call>[a-z][a-z0-9_]*)")
 _HALF: Final = {"1": Verse.KAMI, "2": Verse.SHIMO, "a": Verse.KAMI, "b": Verse.SHIMO}
 
@@ -82,9 +98,25 @@ class Pack:
     layout: PackLayout
     name: str
     files: Mapping[str, Path]
+    pace_s: float | None = None
+    speech_s: Mapping[str, float] | None = None
 
     def missing(self) -> list[tuple[int, Verse]]:
         return [(n, v) for n in POEMS for v in Verse if verse_slot(n, v) not in self.files]
+
+    def lacks(self, poems: Iterable[int]) -> list[int]:
+        """The poems among `poems` (1-100) the pack cannot read: one verse or both missing."""
+        return sorted({n for n in poems for v in Verse if verse_slot(n, v) not in self.files})
+
+    def covers(self) -> list[int]:
+        """The poems (1-100) with both verses recorded."""
+        return [n for n in POEMS if n and not self.lacks([n])]
+
+    def one_file_joka(self) -> bool:
+        """The jokā is one recording of both verses (Shuffle100's 序歌)."""
+        kami, shimo = self.files.get(verse_slot(0, Verse.KAMI)), self.files.get(
+            verse_slot(0, Verse.SHIMO))
+        return kami is not None and kami == shimo
 
     def fingerprint(self) -> str:
         """Changes when any file is added, removed, replaced or touched."""
@@ -141,6 +173,7 @@ def read_pack(folder: Path) -> Pack:
         (p, m) for p in audio
         if (m := _SHUFFLE100.fullmatch(p.name) or _SHUFFLE100_JOKA.fullmatch(p.name))
     ]
+    joka_one = [p for p in audio if _SHUFFLE100_JOKA_ONE.fullmatch(p.name)]
     if wasuramoti and shuffle:
         raise PackError(
             f"voice pack {folder} mixes Wasuramoti files ({wasuramoti[0][0].name}) and Shuffle100 "
@@ -159,6 +192,14 @@ def read_pack(folder: Path) -> Pack:
         entries = [
             (p, int(m.groupdict().get("no") or 0), _HALF[m["half"].lower()]) for p, m in shuffle
         ]
+        if joka_one:
+            if any(no == 0 for _, no, _ in entries):
+                raise PackError(
+                    f"voice pack {folder}: {joka_one[0].name} and "
+                    f"{next(p.name for p, no, _ in entries if no == 0)} both record the jokā; "
+                    "keep one"
+                )
+            entries += [(joka_one[0], 0, v) for v in Verse]
         return Pack(folder, PackLayout.SHUFFLE100, folder.name, _index(folder, entries))
     raise PackError(
         f"voice pack {folder} holds no recordings yomite recognises: expected "
@@ -175,7 +216,7 @@ def _index(folder: Path, entries: list[tuple[Path, int, Verse]]) -> dict[str, Pa
                 "and 000 is the jokā"
             )
         slot = verse_slot(no, verse)
-        if slot in files:
+        if slot in files and files[slot] != path:
             raise PackError(
                 f"voice pack {folder}: {files[slot].name} and {path.name} both record poem "
                 f"{no} {verse.value}; keep one"
@@ -193,9 +234,22 @@ def _read_manifest(folder: Path, manifest: Path) -> Pack:
         raise PackError(f"{manifest}: not valid YAML: {e}") from None
     if not isinstance(data, dict):
         raise PackError(f"{manifest}: the top level must be a mapping with a 'files' key")
-    unknown = sorted(str(k) for k in data if k not in ("name", "files"))
+    allowed = ("name", "files", "pace_s", "speech_s")
+    unknown = sorted(str(k) for k in data if k not in allowed)
     if unknown:
-        raise PackError(f"{manifest}: {unknown[0]}: unknown key; allowed keys: name, files")
+        raise PackError(f"{manifest}: {unknown[0]}: unknown key; allowed keys: "
+                        f"{', '.join(allowed)}")
+    pace = data.get("pace_s")
+    if pace is not None and (not isinstance(pace, int | float) or isinstance(pace, bool)
+                             or not 1.0 <= pace <= 60.0):
+        raise PackError(f"{manifest}: pace_s: expected seconds of speech a poem, 1-60, "
+                        f"got {pace!r}")
+    speech = data.get("speech_s") or {}
+    if not isinstance(speech, dict) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < 600
+        for v in speech.values()
+    ):
+        raise PackError(f"{manifest}: speech_s: expected a mapping of slots to seconds")
     name = data.get("name", folder.name)
     if not isinstance(name, str) or not name.strip():
         raise PackError(f"{manifest}: name: expected a non-empty string, got {name!r}")
@@ -228,7 +282,51 @@ def _read_manifest(folder: Path, manifest: Path) -> Pack:
         if not path.is_file():
             raise PackError(f"{where}: no such file {file!r} in {folder}")
         files[str(slot)] = path
-    return Pack(folder, PackLayout.MANIFEST, name.strip(), files)
+    return Pack(folder, PackLayout.MANIFEST, name.strip(), files,
+                None if pace is None else float(pace),
+                {str(k): float(v) for k, v in speech.items()} or None)
+
+
+def covered_colours(pack: Pack) -> list[str]:
+    """The Goshiki colours whose twenty poems the pack records whole."""
+    from reader.poems import all_poems
+
+    by_colour: dict[str, list[int]] = {}
+    for p in all_poems():
+        by_colour.setdefault(p.color.value, []).append(p.no)
+    return [c for c, nos in by_colour.items() if not pack.lacks(nos)]
+
+
+def split_at_pause(x: Pcm, rate: int, frame_ms: float = 10.0) -> tuple[Pcm, Pcm]:
+    """One recording of two verses (a jokā in one file) cut at its longest quiet stretch in
+    the middle three fifths: the upper verse, the lower verse. PackError if there is none."""
+    a = as_pcm(x)
+    n = max(1, round(frame_ms * rate / 1000.0))
+    frames = a[: a.size // n * n].astype("float64").reshape(-1, n)
+    if frames.shape[0] < 10:
+        raise PackError("the recording is too short to hold two verses")
+    rms = (frames**2).mean(axis=1) ** 0.5
+    loud = float(rms.max())
+    floor = float(sorted(rms)[len(rms) // 10])
+    quiet = rms <= max(floor * 4.0, loud * 10 ** (-30 / 20))
+    lo, hi = len(rms) // 5, len(rms) * 4 // 5
+    best, best_len, run_start = None, 0, None
+    for i in range(lo, hi + 1):
+        if i < hi and quiet[i]:
+            run_start = i if run_start is None else run_start
+            continue
+        if run_start is not None:
+            if i - run_start > best_len:
+                best, best_len = (run_start + i) // 2, i - run_start
+            run_start = None
+    if best is None or best_len * frame_ms < 150:
+        raise PackError("no pause of 150 ms or more between the two verses to split at")
+    cut = best * n
+    return a[:cut], a[cut:]
+
+
+def _as_is(x: Pcm, _rate: int) -> Pcm:
+    return x
 
 
 class PackVoice:
@@ -250,13 +348,20 @@ class PackVoice:
         fallback: Voice | None = None,
         fallback_for_missing: bool = False,
         strict: bool = True,
+        speed: float = 1.0,
+        pace_s: float | None = None,
     ) -> None:
         self.pack = read_pack(folder)
         self._rate = rate
         self.loudness_lufs = loudness_lufs
         self.fallback = fallback
         self.fallback_for_missing = fallback_for_missing
-        self.missing = self.pack.missing()
+        self.speed = speed
+        self.pace_s = pace_s if pace_s is not None else self.pack.pace_s
+        self._fit: float | None = None
+        self._fit_lock = threading.Lock()
+        # the jokā is not a card: like a call, the fallback says it when it is not recorded
+        self.missing = [(n, v) for n, v in self.pack.missing() if n != 0]
         if fallback is not None and fallback.rate != rate:
             raise VoiceError(
                 f"the fallback voice {fallback.name} renders at {fallback.rate} Hz, "
@@ -275,6 +380,9 @@ class PackVoice:
                 dict(fallback.params), sort_keys=True, ensure_ascii=False
             ),
             "fallback_for_missing": fallback_for_missing,
+            **speed_params(speed),
+            "pace_s": self.pace_s,
+            "trim": "noise-floor",
         }
 
     @property
@@ -301,14 +409,23 @@ class PackVoice:
         p = self.pack
         lines = [f"pack {p.name}: {p.layout} layout, {len(p.files)} recordings in {p.folder}"]
         if not self.missing:
-            lines.append("  complete: poems 1-100 and the jokā, upper and lower verses")
+            lines.append("  complete: poems 1-100, upper and lower verses")
         else:
-            who = f", read by {self.fallback.name}" if self._falls_back and self.fallback else ""
+            who = (f", read by {self.fallback.name}" if self._falls_back and self.fallback
+                   else "; a match whose deck holds them is refused")
             lacks = describe_missing(self.missing)
             lines.append(f"  lacks {len(self.missing)} verses: {lacks}{who}")
+            colours = covered_colours(p)
+            lines.append(f"  reads whole colours: {', '.join(colours) if colours else 'none yet'}")
+        source = self.fallback.name if self.fallback is not None else "the fallback voice"
+        joka = verse_slot(0, Verse.KAMI) in p.files
+        lines.append("  jokā: recorded" + (" (one file, split at its pause)"
+                                           if p.one_file_joka() else "")
+                     if joka else f"  jokā: not recorded; read by {source}")
+        if self.pace_s is not None:
+            lines.append(f"  fitted to {self.pace_s:g} s of speech a poem")
         calls = sorted(s.removeprefix("call/") for s in p.files if s.startswith("call/"))
         # make_voice always gives Open JTalk as the fallback; a bare PackVoice may have none
-        source = self.fallback.name if self.fallback is not None else "the fallback voice"
         lines.append(
             f"  calls: {', '.join(calls)} recorded; others from {source}" if calls
             else f"  calls: none recorded; they come from {source}"
@@ -323,19 +440,63 @@ class PackVoice:
     def params(self) -> Mapping[str, Param]:
         return self._params
 
+    def lacks(self, poems: Iterable[int]) -> list[int]:
+        """The poems among `poems` this voice cannot read (none when the fallback reads what
+        the pack lacks)."""
+        return [] if self._falls_back else self.pack.lacks(poems)
+
+    def fit_ratio(self) -> float:
+        """How many times as long the pack's verses are made to read a poem in `pace_s`
+        seconds of speech (1.0 without `pace_s`): the same for every verse, so the reader's own
+        rhythm between verses stays. Measured once (from the manifest's `speech_s`, else by
+        decoding the recordings)."""
+        if self.pace_s is None:
+            return 1.0
+        with self._fit_lock:
+            if self._fit is None:
+                per_poem = [
+                    self._speech_s(verse_slot(n, Verse.KAMI))
+                    + self._speech_s(verse_slot(n, Verse.SHIMO))
+                    for n in self.pack.covers()
+                ]
+                if not per_poem:
+                    raise PackError(f"pack {self.pack.name} records no whole poem to fit")
+                mean = sum(per_poem) / len(per_poem)
+                self._fit = min(4.0, max(0.25, self.pace_s / mean))
+                log.info("pack %s: %.2f s of speech a poem, fitted to %.2f s (x%.3f)",
+                         self.pack.name, mean, self.pace_s, self._fit)
+            return self._fit
+
+    def _speech_s(self, slot: str) -> float:
+        known = (self.pack.speech_s or {}).get(slot)
+        if known is not None:
+            return known
+        return self._trimmed(slot).size / self._rate
+
+    def _trimmed(self, slot: str) -> Pcm:
+        path = self.pack.files[slot]
+        try:
+            x = decode(path, self._rate)
+        except CodecError as e:
+            raise PackError(f"pack {self.pack.name}, {slot}: {e}") from None
+        if slot.startswith("000/") and self.pack.one_file_joka():
+            kami, shimo = split_at_pause(x, self._rate)
+            x = kami if slot.endswith("kami") else shimo
+        return trim_noise(x, self._rate)
+
     def render(self, clip: Clip) -> Pcm:
         slot = clip_slot(clip)
-        path = self.pack.files.get(slot)
-        if path is not None:
-            try:
-                x = decode(path, self._rate)
-            except CodecError as e:
-                raise PackError(f"pack {self.pack.name}, {slot}: {e}") from None
-            return mastered(x, self._rate, self.loudness_lufs, self.name, clip)
-        if clip.kind is ClipKind.CALL:
+        if slot in self.pack.files:
+            stretch = self.fit_ratio() / self.speed
+            if not math.isfinite(stretch):
+                raise PackError(f"pack {self.pack.name}: cannot fit {slot}")
+            return mastered(self._trimmed(slot), self._rate, self.loudness_lufs, self.name, clip,
+                            stretch=stretch, trim=_as_is)
+        if clip.kind is ClipKind.CALL or clip.kind is ClipKind.PRELUDE:
             if self.fallback is None:
+                what = f"call {clip.name!r}" if clip.kind is ClipKind.CALL else "jokā"
                 raise PackError(
-                    f"pack {self.pack.name} records no call {clip.name!r} and has no fallback "
+                    f"pack {self.pack.name} records no {what} and has no fallback "
                     f"voice: map \"{slot}\" in {MANIFEST}"
                 )
             return self.fallback.render(clip)

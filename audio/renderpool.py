@@ -231,6 +231,9 @@ class PooledVoice:
     def params(self) -> Mapping[str, Param]:
         return self.local.params
 
+    def lacks(self, poems: Iterable[int]) -> list[int]:
+        return self.local.lacks(poems)
+
     def frames(self, clip: Clip) -> int:
         self._wait(clip)
         return self.local.frames(clip)

@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Protocol, assert_never
+from typing import Final, Protocol, assert_never, runtime_checkable
 
 import numpy as np
 
@@ -26,16 +26,19 @@ from reader.clip import Clip, ClipKind, EstimatedDurations
 from reader.config import VoiceConfig, VoiceEngine
 
 from .errors import VoiceError
-from .pcm import Pcm, master, resample, silence, trim_silence
+from .pcm import Pcm, fade_edges, normalise_loudness, resample, silence, trim_silence
 
 log = logging.getLogger(__name__)
 
-# Bump when trimming, normalisation or the cache format changes: old cache files then miss.
-PIPELINE_VERSION: Final = 1
+# Bump when rendering, trimming, normalisation or the cache format changes: old cache files
+# then miss. 2: Open JTalk reads the text's words and accents, speed by time-stretch, fades.
+PIPELINE_VERSION: Final = 2
+# Every clip fades in and out over this long, so no clip edge ticks.
+EDGE_FADE_MS: Final = 5.0
 
 # Seconds per mora at speed 1.0, measured on Open JTalk over the hundred poems (bench figure):
 # the estimate voice uses it so that dry runs keep the same timing as a real match.
-MORA_S_AT_SPEED_1: Final = 0.131
+MORA_S_AT_SPEED_1: Final = 0.128
 
 Param = str | int | float | bool | None
 Progress = Callable[[int, int, Clip], None]  # (done, total, clip just rendered)
@@ -64,6 +67,13 @@ class Voice(Protocol):
     def render(self, clip: Clip) -> Pcm: ...
 
 
+@runtime_checkable
+class PartialVoice(Protocol):
+    """A voice that may not say every poem (a recorded pack that covers only some)."""
+
+    def lacks(self, poems: Iterable[int]) -> list[int]: ...
+
+
 # Kana (both scripts, with ー and the iteration marks), spaces between phrases, and the few
 # punctuation marks the engines treat as pauses.
 _SPEAKABLE = re.compile(r"[\u3041-\u309f\u30a0-\u30ff\s、。！？!?]*")
@@ -87,16 +97,41 @@ def phrases(clip: Clip) -> list[str]:
     return parts
 
 
-def mastered(x: Pcm, rate: int, target_lufs: float, voice: str, clip: Clip) -> Pcm:
-    """`x` trimmed and loudness-normalised, or a VoiceError if the voice produced silence."""
-    out = master(x, rate, target_lufs)
+def mastered(
+    x: Pcm,
+    rate: int,
+    target_lufs: float,
+    voice: str,
+    clip: Clip,
+    *,
+    stretch: float = 1.0,
+    trim: Callable[[Pcm, int], Pcm] = trim_silence,
+) -> Pcm:
+    """What every voice delivers: `x` trimmed (`trim`), made `stretch` times as long with its
+    pitch kept (`voice.speed` 0.8 is a stretch of 1.25), loudness-normalised and faded in and
+    out over `EDGE_FADE_MS`; a VoiceError if the voice produced silence."""
+    out = trim(x, rate)
     if out.size == 0:
         raise VoiceError(f"voice {voice} rendered silence for clip {clip.key} ({clip.yomi!r})")
-    return out
+    if stretch != 1.0:
+        from .tempo import stretch as time_stretch
+
+        out = time_stretch(out, rate, stretch)
+    return fade_edges(normalise_loudness(out, rate, target_lufs), rate, EDGE_FADE_MS)
+
+
+def speed_params(speed: float) -> dict[str, Param]:
+    """What `speed` adds to a voice's cache key: the speed, and the stretcher's version when
+    it is used."""
+    if speed == 1.0:
+        return {"speed": speed}
+    from .tempo import version
+
+    return {"speed": speed, "stretcher": version()}
 
 
 def read_phrase_by_phrase(
-    synthesise: Callable[[str, Clip], tuple[Pcm, int]],
+    synthesise: Callable[[int, str, Clip], tuple[Pcm, int]],
     clip: Clip,
     *,
     engine: str,
@@ -104,20 +139,24 @@ def read_phrase_by_phrase(
     rate: int,
     phrase_pause_s: float,
     target_lufs: float,
+    speed: float = 1.0,
 ) -> Pcm:
-    """How a synthesiser reads a clip: each phrase (5-7-5 / 7-7) synthesised and trimmed,
-    joined by `phrase_pause_s` of silence, resampled to `rate` and mastered."""
+    """How a synthesiser reads a clip: each phrase (5-7-5 / 7-7) synthesised at the engine's
+    own pace (`synthesise(index, kana, clip)`) and trimmed, joined by `phrase_pause_s` of
+    silence, resampled to `rate`, then stretched as a whole by 1 / `speed` (speech and pauses
+    alike: 0.8 is 1.25x as long) and mastered."""
     parts: list[Pcm] = []
     sr = 0
-    for phrase in phrases(clip):
-        x, sr = synthesise(phrase, clip)
+    for i, phrase in enumerate(phrases(clip)):
+        x, sr = synthesise(i, phrase, clip)
         x = trim_silence(x, sr)
         if x.size == 0:
             raise VoiceError(f"{engine} said nothing for {phrase!r} in clip {clip.key}")
         if parts:
             parts.append(silence(round(phrase_pause_s * sr)))
         parts.append(x)
-    return mastered(resample(np.concatenate(parts), sr, rate), rate, target_lufs, voice, clip)
+    return mastered(resample(np.concatenate(parts), sr, rate), rate, target_lufs, voice, clip,
+                    stretch=1.0 / speed)
 
 
 class EstimateVoice:
@@ -128,12 +167,13 @@ class EstimateVoice:
 
     def __init__(self, rate: int, speed: float = 1.0, phrase_pause_s: float = 0.15) -> None:
         self._rate = rate
-        self._durations = EstimatedDurations(rate, MORA_S_AT_SPEED_1 / speed, phrase_pause_s)
+        self._durations = EstimatedDurations(rate, MORA_S_AT_SPEED_1 / speed,
+                                             phrase_pause_s / speed)
         self._params: dict[str, Param] = {
             "engine": "estimate",
             "rate": rate,
             "mora_s": self._durations.mora_s,
-            "phrase_pause_s": phrase_pause_s,
+            "phrase_pause_s": self._durations.phrase_pause_s,
         }
 
     @property
@@ -201,6 +241,11 @@ class RenderedVoice:
 
     def render(self, clip: Clip) -> Pcm:
         return self.pcm(clip)
+
+    def lacks(self, poems: Iterable[int]) -> list[int]:
+        """The poems among `poems` this voice cannot read: a match of a deck holding any of
+        them is refused where it is prepared. Every synthetic voice reads them all."""
+        return self.voice.lacks(poems) if isinstance(self.voice, PartialVoice) else []
 
     def frames(self, clip: Clip) -> int:
         """The clip's length in frames at `rate` (renders it on first ask)."""
@@ -345,7 +390,8 @@ def make_voice(voice_cfg: VoiceConfig, rate: int) -> RenderedVoice:
 
     For `pack`, calls (the memorisation call, the prelude intro, the end call) come from Open
     JTalk unless the pack's manifest maps them, since recorded packs hold only the poems; the
-    same Open JTalk voice reads poems the pack lacks when `pack_fallback` is true.
+    same Open JTalk voice reads poems the pack lacks when `pack_fallback` is true. A pack that
+    covers only some poems is accepted: `lacks` tells which decks it cannot read.
     """
     cfg = voice_cfg
     match cfg.engine:
@@ -368,6 +414,7 @@ def make_voice(voice_cfg: VoiceConfig, rate: int) -> RenderedVoice:
             pack = PackVoice(
                 cfg.pack, rate, cfg.loudness_lufs,
                 fallback=_openjtalk(cfg, rate), fallback_for_missing=cfg.pack_fallback,
+                strict=False, speed=cfg.speed, pace_s=cfg.pack_pace_s,
             )
             return RenderedVoice(pack, cfg.cache_dir)
         case _:

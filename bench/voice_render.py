@@ -20,7 +20,7 @@ from audio.espeak import Pyttsx3Voice
 from audio.openjtalk import OpenJTalkVoice
 from audio.pcm import Pcm
 from audio.voice import RenderedVoice, Voice
-from reader.clip import Clip, Verse
+from reader.clip import Clip, EstimatedDurations, Verse
 from reader.config import MatchConfig, VoiceConfig
 from reader.poems import Color, all_poems
 from reader.programme import build_programme, verse_clip
@@ -67,17 +67,31 @@ def pace(rendered: dict[str, Pcm]) -> list[float]:
     ]
 
 
+def per_mora_ms(rendered: dict[str, Pcm], pause_s: float) -> tuple[float, int]:
+    """Seconds of speech (phrase pauses taken out) per mora, over the 200 verses."""
+    small = EstimatedDurations.SMALL
+    morae = speech = 0.0
+    for clip in verses():
+        phrases = clip.yomi.split()
+        morae += sum(1 for ch in clip.yomi if not ch.isspace() and ch not in small)
+        speech += rendered[clip.key].size / RATE - (len(phrases) - 1) * pause_s
+    return 1000 * speech / morae, int(morae)
+
+
 def report_engine(title: str, voice: Voice) -> None:
     t0 = time.perf_counter()
     rendered, rtf, cpu = timed_renders(voice, verses())
     wall = time.perf_counter() - t0
     per_poem = pace(rendered)
+    mora_ms, morae = per_mora_ms(rendered, VoiceConfig().phrase_pause_s)
     print(f"\n{title}: 200 verses, one thread, {wall:.1f} s")
     for label, v in [("wall", rtf), ("cpu ", cpu)]:
         print(f"  real-time factor ({label})   median {statistics.median(v):.3f}   "
               f"p99 {float(np.percentile(v, 99)):.3f}   max {max(v):.3f}")
     print(f"  poem (kami + 1.0 s + shimo + 1.5 s)   mean {statistics.mean(per_poem):.2f} s   "
           f"min {min(per_poem):.2f} s   max {max(per_poem):.2f} s")
+    print(f"  pace: {mora_ms:.0f} ms a mora (speech only, {morae} morae; "
+          f"{1000 / mora_ms:.1f} morae a second)")
 
 
 def main() -> None:
@@ -102,7 +116,9 @@ def main() -> None:
     clips = colour_clips(Color(args.colour))
     with tempfile.TemporaryDirectory(prefix="yomite-bench-") as tmp:
         first = RenderedVoice(ojt(), Path(tmp))
+        c0 = time.thread_time()
         cold = render_all(first, clips)
+        cold_cpu = time.thread_time() - c0
         memory = render_all(first, clips)
         disk = render_all(RenderedVoice(ojt(), Path(tmp)), clips)
     print(f"\none colour ({args.colour}: {len(clips)} clips = 40 verses, the jokā and the calls, "
@@ -111,6 +127,8 @@ def main() -> None:
                      ("warm, disk cache (new process)", disk)]:
         print(f"  {label:<32} {f.wall_s:8.3f} s   per clip median {f.median_s * 1000:7.2f} ms   "
               f"p99 {f.p99_s * 1000:7.2f} ms   rendered {f.rendered}")
+    print(f"  cold, CPU time of the rendering thread: {cold_cpu:.1f} s (the wall time above "
+          f"also counts whatever else the machine ran: load average {os.getloadavg()[0]:.1f})")
 
 
 if __name__ == "__main__":

@@ -141,6 +141,11 @@ class VoiceConfig(Frozen):
     loudness_lufs: float = Field(-20.0, ge=-60, le=-5)
     pack: Path | None = None
     pack_fallback: bool = False
+    # seconds of speech a poem (upper + lower verse) a pack is time-stretched to, pitch kept;
+    # null keeps the reader's own pace (or the pack manifest's pace_s)
+    pack_pace_s: Seconds | None = Field(None, ge=1, le=60)
+    # where the recording page (/record) keeps the pack it records
+    recording_pack: Path = Path("var/packs/recorded")
     cache_dir: Path = Path("var/cache")
 
 

@@ -7,6 +7,7 @@ import threading
 import numpy as np
 import pytest
 
+from audio import espeak
 from audio.errors import VoiceError
 from audio.espeak import BASE_WPM, Pyttsx3Voice, japanese_voice_id
 from audio.pcm import Pcm, loudness_lufs, peak
@@ -22,6 +23,7 @@ CFG = VoiceConfig()
 CEILING = 10 ** (-1 / 20)
 THRESHOLD = 10 ** (-45 / 20)
 EDGE = RATE // 100
+STEP = 10 ** (-60 / 20)  # no clip may start or end with a step above -60 dBFS
 
 VERSES = [verse_clip(p.no, v) for p in all_poems() for v in Verse]
 
@@ -57,6 +59,8 @@ def test_all_two_hundred_verses_are_audible_trimmed_and_normalised(
             top * THRESHOLD
         ):
             problems.append(f"{key}: silent first or last 10 ms (not trimmed)")
+        elif abs(x[0]) > STEP or abs(x[-1]) > STEP:
+            problems.append(f"{key}: starts or ends with a step ({x[0]:.4f}, {x[-1]:.4f})")
     assert len(rendered) == 200 and problems == []
 
 
@@ -70,12 +74,41 @@ def test_same_speed_gives_about_open_jtalks_pace(rendered: dict[str, Pcm]) -> No
         for p in all_poems()
     ]
     assert 6.6 <= float(np.mean(per_poem)) <= 7.5
+    assert real_rate() == BASE_WPM  # what espeak-ng itself reads at, not what we asked
 
 
-def test_speed_maps_to_words_per_minute_within_espeaks_range() -> None:
-    assert Pyttsx3Voice(speed=1.0).wpm == BASE_WPM
-    assert Pyttsx3Voice(speed=0.25).wpm == 80
-    assert Pyttsx3Voice(speed=3.0).wpm == 450
+def real_rate() -> int:
+    with espeak._ENGINE_LOCK:
+        return int(espeak._shared_engine().getProperty("rate"))
+
+
+def test_the_rate_is_set_again_when_something_else_changed_espeaks(
+    rendered: dict[str, Pcm],
+) -> None:
+    # espeak-ng's rate belongs to the process: anything (another voice, a reset of the
+    # synthesiser) can change it behind our back. Every clip must still be read at BASE_WPM.
+    from pyttsx3.drivers import _espeak  # type: ignore[import-untyped]
+
+    clip = VERSES[3]
+    voice = default_voice()
+    with espeak._ENGINE_LOCK:
+        _espeak.SetParameter(_espeak.RATE, 260, 0)
+    assert real_rate() == 260
+    x = voice.render(clip)
+    assert real_rate() == BASE_WPM
+    assert x.size == pytest.approx(rendered[clip.key].size, rel=0.03)
+
+
+def test_speed_scales_a_verse_linearly(rendered: dict[str, Pcm]) -> None:
+    clip = VERSES[10]
+    slow = Pyttsx3Voice(RATE, 0.8, CFG.pitch, CFG.phrase_pause_s, CFG.loudness_lufs)
+    assert slow.render(clip).size / rendered[clip.key].size == pytest.approx(1.25, rel=0.02)
+
+
+def test_every_speed_synthesises_at_the_base_rate_and_pitch_maps_to_espeaks_range() -> None:
+    # speed is a time-stretch of the clip (exactly linear); espeak always reads at BASE_WPM
+    assert Pyttsx3Voice(speed=1.0).wpm == Pyttsx3Voice(speed=0.5).wpm == BASE_WPM
+    assert Pyttsx3Voice(speed=0.8).params["speed"] == 0.8
     assert Pyttsx3Voice(pitch=12).espeak_pitch == 100 and Pyttsx3Voice(pitch=-12).espeak_pitch == 0
 
 

@@ -293,3 +293,4 @@ async def test_with_a_loop_events_arrive_on_the_loop():
     sink.sync()
     assert got.empty()  # not called directly...
     assert await asyncio.wait_for(got.get(), 1) == ClipDone(5, 100)  # ...but via the loop
+

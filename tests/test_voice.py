@@ -37,7 +37,8 @@ def test_estimate_voice_is_silence_of_the_estimated_length() -> None:
     v = EstimateVoice(48000, speed=1.25, phrase_pause_s=0.2)
     clip = verse(1, yomi="あきのたの かりおのいおの")
     x = v.render(clip)
-    expected = EstimatedDurations(48000, MORA_S_AT_SPEED_1 / 1.25, 0.2).frames(clip)
+    # speed scales speech and pauses alike, as the real voices' time-stretch does
+    expected = EstimatedDurations(48000, MORA_S_AT_SPEED_1 / 1.25, 0.2 / 1.25).frames(clip)
     assert x.size == expected and x.dtype == np.float32 and not x.any()
 
 

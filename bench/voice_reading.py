@@ -1,0 +1,108 @@
+"""How the voice reads, in figures: what Open JTalk is told to say for the hundred poems, the
+calls and the jokā (from the front end's labels, no synthesis), and how linear `voice.speed` is
+for every engine. Prints figures; passes or fails nothing.
+
+    .venv/bin/python bench/voice_reading.py [--verses N]   # speed ratios over N verses (20)
+"""
+
+import argparse
+import statistics
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from audio.codec import write_wav
+from audio.espeak import Pyttsx3Voice
+from audio.openjtalk import OpenJTalkVoice, clip_readings
+from audio.pack import PackVoice
+from audio.pronunciation import dictionary_labels, label_morae
+from audio.recording import spoken_clips
+from audio.voice import Voice
+from reader.clip import Clip, Verse
+from reader.config import MatchConfig
+from reader.poems import all_poems
+from reader.programme import verse_clip
+
+RATE = 48000
+
+
+def all_clips() -> list[Clip]:
+    return [*(verse_clip(p.no, v) for p in all_poems() for v in Verse),
+            *spoken_clips(MatchConfig())]
+
+
+def reading_figures() -> None:
+    phrases = fallbacks = same = agree = compared = inside = longs = 0
+    fell: list[str] = []
+    for clip in all_clips():
+        for r in clip_readings(clip):
+            phrases += 1
+            ours = label_morae(r.labels)
+            longs += r.spoken.count("ー")
+            if r.fallback is not None:
+                fallbacks += 1
+                fell.append(f"{clip.key} {r.yomi}")
+                continue
+            dic = label_morae(dictionary_labels(r.text))
+            if len(dic) == len(ours):
+                same += 1
+                compared += len(ours)
+                agree += sum(a.high == b.high for a, b in zip(ours, dic, strict=True))
+            cuts, n = {0}, 0
+            for w in r.words:
+                n += len(w.morae)
+                cuts.add(n)
+            inside += sum(1 for i in range(1, len(ours))
+                          if ours[i].phrase != ours[i - 1].phrase and i not in cuts)
+    print(f"phrases: {phrases} (500 verse phrases, the calls and the jokā)")
+    print(f"  high/low pitch agreeing with Open JTalk's dictionary analysis of the text: "
+          f"{agree / compared:.1%} of {compared} morae, over the {same} phrases whose "
+          "dictionary reading has the reference's mora count")
+    print(f"  accent phrase boundaries inside a dictionary word: {inside}")
+    print(f"  long vowels said as one (ー): {longs}")
+    print(f"  read from the kana alone (dictionary agreement under 1/3): {fallbacks}: "
+          f"{'; '.join(fell)}")
+
+
+def ratios(voice_at: dict[float, Voice], clips: list[Clip]) -> dict[float, list[float]]:
+    base = {c.key: voice_at[1.0].render(c).size for c in clips}
+    return {s: [v.render(c).size / base[c.key] for c in clips]
+            for s, v in voice_at.items() if s != 1.0}
+
+
+def show(title: str, rs: dict[float, list[float]]) -> None:
+    for speed, r in rs.items():
+        print(f"  {title:<12} speed {speed:<4}: x{statistics.median(r):.4f} as long (median; "
+              f"min {min(r):.4f}, max {max(r):.4f}; exact {1 / speed:.4f})")
+
+
+def speed_figures(n: int) -> None:
+    clips = [verse_clip(p.no, v) for p in all_poems() for v in Verse][:: max(1, 200 // n)][:n]
+    print(f"\nvoice.speed over {len(clips)} verses (speech and phrase pauses stretched alike)")
+    show("Open JTalk", ratios({s: OpenJTalkVoice(RATE, speed=s) for s in (1.0, 0.8, 1.25)},
+                              clips))
+    show("pyttsx3", ratios({s: Pyttsx3Voice(RATE, speed=s) for s in (1.0, 0.8, 1.25)}, clips))
+    with tempfile.TemporaryDirectory(prefix="yomite-bench-pack-") as tmp:
+        folder = Path(tmp)
+        rng = np.random.default_rng(1)
+        for c in clips:
+            secs = 2.0 + rng.uniform(0, 1.5)
+            t = np.arange(round(secs * RATE)) / RATE
+            x = (0.3 * np.sin(2 * np.pi * 180 * t) * (1 + 0.5 * np.sin(2 * np.pi * 4 * t)) / 1.5)
+            write_wav(folder / f"{c.poem:03d}{'a' if c.verse is Verse.KAMI else 'b'}.wav",
+                      x.astype(np.float32), RATE)
+        show("pack", ratios({s: PackVoice(folder, RATE, strict=False, speed=s)
+                             for s in (1.0, 0.8, 1.25)}, clips))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--verses", type=int, default=20)
+    args = ap.parse_args()
+    reading_figures()
+    speed_figures(args.verses)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""The recording page in headless Chromium with a fake microphone (a WAV file Chromium plays as
+the capture device), against a real `yomite serve`: verses recorded, played back and recorded
+again, the progress counted, the saved clips checked against the file, and a match read from
+the recorded pack. The README's screenshot of the page is taken here."""
+
+from __future__ import annotations
+
+import json
+import wave
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx2
+import numpy as np
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from api.offline import render_match
+from audio.codec import decode
+from audio.pack import read_pack
+from reader.config import parse_config
+from reader.poems import all_poems
+
+from .packs import dominant_hz
+from .serverproc import Server
+from .test_pages import CHROMIUM, CHROMIUM_ARGS, DESKTOP, shot
+
+pytestmark = [pytest.mark.browser, pytest.mark.server]
+
+TOKEN = "record-test-operator-token-0123456789"
+RATE = 48000
+TONE_HZ = 440.0
+TONE_S = 0.8
+BLUE = [p.no for p in all_poems() if p.color.value == "blue"]
+
+
+def microphone_file(path: Path) -> np.ndarray:
+    """What the fake microphone says, looped by Chromium: 0.2 s of room noise, a 0.8 s 'verse'
+    (a 440 Hz tone at -10.5 dBFS), 1 s of room noise."""
+    rng = np.random.default_rng(3)
+    t = np.arange(round(TONE_S * RATE)) / RATE
+    burst = 0.3 * np.sin(2 * np.pi * TONE_HZ * t) * np.minimum(1, np.minimum(t, t[::-1]) / 0.01)
+    x = np.concatenate([np.zeros(RATE // 5), burst, np.zeros(RATE)])
+    x = x + rng.normal(0, 10 ** (-62 / 20), x.size)
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(RATE)
+        w.writeframes((x * 32767).astype("<i2").tobytes())
+    return burst.astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Path, np.ndarray]]:
+    tmp = tmp_path_factory.mktemp("record")
+    burst = microphone_file(tmp / "mic.wav")
+    server = Server(tmp, {
+        "voice": {"engine": "estimate", "recording_pack": str(tmp / "pack")},
+        "audio": {"output": "null"},
+    }, TOKEN).start()
+    try:
+        yield server, tmp, burst
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser(setup: tuple[Server, Path, np.ndarray]) -> Iterator[Browser]:
+    _, tmp, _ = setup
+    expect.set_options(timeout=15_000)
+    with sync_playwright() as p:
+        b = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[*CHROMIUM_ARGS, "--use-fake-device-for-media-stream",
+                  "--use-fake-ui-for-media-stream",
+                  f"--use-file-for-fake-audio-capture={tmp / 'mic.wav'}",
+                  "--autoplay-policy=no-user-gesture-required"],
+            ignore_default_args=["--mute-audio"])
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def record_take(page: Page, seconds: float = 1.6) -> None:
+    page.click("#btn-record")
+    expect(page.locator("#btn-stop")).to_be_visible()
+    page.wait_for_timeout(round(seconds * 1000))
+    page.click("#btn-stop")
+    expect(page.locator("#report")).to_have_attribute("data-result", "saved")
+
+
+def test_a_reader_records_verses_and_a_match_reads_them(
+    setup: tuple[Server, Path, np.ndarray], browser: Browser,
+) -> None:
+    server, tmp, burst = setup
+    ctx = browser.new_context(viewport=DESKTOP, locale="ja-JP")
+    errors: list[str] = []
+    page = ctx.new_page()
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(f"{server.base}/record#token={TOKEN}")
+        expect(page.locator("#app")).to_be_visible()
+        page.select_option("#scope", "blue")
+        expect(page.locator("#progress-text")).to_have_text("0 / 40 録音済み")
+        first, second = BLUE[0], BLUE[1]
+        expect(page.locator("#slot-label")).to_have_text(f"{first}番 上の句")
+        text = next(p for p in all_poems() if p.no == first)
+        expect(page.locator("#verse-kana")).to_have_text(text.kami_yomi)
+        record_take(page)
+        expect(page.locator("#slot-state")).to_contain_text("録音済み")
+        expect(page.locator("#progress-text")).to_have_text("1 / 40 録音済み")
+        # played back, then recorded again: still one take for the slot
+        page.click("#btn-play")
+        page.wait_for_function("() => document.querySelector('#btn-record').textContent"
+                               " === '録り直す'")
+        record_take(page)
+        expect(page.locator("#progress-text")).to_have_text("1 / 40 録音済み")
+        for slot in (f"{first:03d}/shimo", f"{second:03d}/kami", f"{second:03d}/shimo"):
+            page.click(f"button.slot[data-slot='{slot}']")
+            record_take(page)
+        expect(page.locator("#progress-text")).to_have_text("4 / 40 録音済み")
+        page.click("#btn-todo")
+        expect(page.locator("#slot-state")).to_have_text("未録音")
+        page.click(f"button.slot[data-slot='{second:03d}/shimo']")
+        shot(page, "record-desktop", phone=False)
+        assert errors == []
+    finally:
+        ctx.close()
+
+    # the saved clips are the microphone's verse, trimmed of its room noise
+    state = httpx2.get(f"{server.base}/api/recording", headers=server.op, timeout=5).json()
+    assert state["progress"]["colours"]["blue"] == {"done": 4, "total": 40}
+    pack = read_pack(tmp / "pack")
+    slots = [f"{n:03d}/{v}" for n in (first, second) for v in ("kami", "shimo")]
+    assert sorted(pack.files) == sorted(slots)
+    for slot in slots:
+        x = decode(pack.files[slot], RATE)
+        assert dominant_hz(x, RATE) == pytest.approx(TONE_HZ, abs=3), slot
+        assert 0.3 <= x.size / RATE <= TONE_S + 0.1, slot
+        # the take's waveform is the file's: its best match against the burst is near perfect
+        n = min(x.size, burst.size) // 2
+        seg = x[x.size // 2 - n // 2: x.size // 2 + n // 2]
+        ref = burst[burst.size // 2 - n: burst.size // 2 + n]
+        corr = np.correlate(ref, seg, "valid") / (np.linalg.norm(seg) * np.sqrt(
+            np.convolve(ref**2, np.ones(seg.size), "valid")))
+        assert float(corr.max()) > 0.95, slot
+
+    # a match of those two poems reads from the recorded pack
+    cfg = parse_config({"match": {"memorise_s": 1, "cards": 2, "prelude": {"enabled": False}},
+                        "voice": {"engine": "pack", "pack": str(tmp / "pack"),
+                                  "cache_dir": "/tmp/yomite-test-cache"},
+                        "audio": {"output": "null"}})
+    render_match(cfg, poems=(first, second), seed=1, out=tmp / "m.wav",
+                 timeline=tmp / "m.json")
+    timeline = json.loads((tmp / "m.json").read_text("utf-8"))
+    with wave.open(str(tmp / "m.wav"), "rb") as w:
+        audio = np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(np.float32) / 32768
+    verses = [s for s in timeline["segments"] if s.get("kind") == "verse"]
+    assert len(verses) == 4
+    for s in verses:
+        part = audio[s["start_frame"]:s["end_frame"]]
+        assert dominant_hz(part, RATE) == pytest.approx(TONE_HZ, abs=3), s

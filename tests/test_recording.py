@@ -1,0 +1,151 @@
+"""Recording a pack through the API (in-process): a take is checked (level, clipping, speech,
+size, type), trimmed on its noise floor and kept in the manifest layout; progress per colour;
+only the operator may record; a pack in progress reads the matches whose deck it covers."""
+
+import io
+import json
+import wave
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from api.offline import render_match
+from audio.codec import decode
+from audio.pack import read_pack
+from audio.recording import MAX_UPLOAD_BYTES, RecordingPack, slots
+from reader.config import MatchConfig, parse_config
+from reader.poems import all_poems
+
+from .packs import dominant_hz
+from .voice_fakes import tone
+
+TOKEN = "operator-token-for-tests-0123456789"
+OP = {"Authorization": f"Bearer {TOKEN}"}
+RATE = 48000
+BLUE = [p.no for p in all_poems() if p.color.value == "blue"]
+
+
+def take(freq: float = 440.0, amp: float = 0.3, seconds: float = 0.8, noise_db: float = -60,
+         rate: int = RATE) -> bytes:
+    """A WAV take: room noise, a tone (the 'voice'), room noise."""
+    rng = np.random.default_rng(int(freq))
+    room = np.zeros(rate // 3, dtype=np.float32)
+    x = np.concatenate([room, tone(seconds, rate, freq, amp), room])
+    x = x + rng.normal(0, 10 ** (noise_db / 20), x.size).astype(np.float32)
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes((np.clip(x, -1, 1) * 32767).astype("<i2").tobytes())
+    return buf.getvalue()
+
+
+@pytest.fixture
+def client(tmp_path: Path):
+    cfg = parse_config({"match": {"memorise_s": 1, "cards": 3}, "voice": {
+        "engine": "estimate", "recording_pack": str(tmp_path / "rec")},
+        "audio": {"output": "null"}, "journal_dir": str(tmp_path / "journal")})
+    with TestClient(create_app(cfg, operator_token=TOKEN)) as c:
+        yield c
+
+
+def put(c: TestClient, slot: str, body: bytes, kind: str = "audio/wav", headers=OP):
+    return c.put(f"/api/recording/slots/{slot}", content=body,
+                 headers={**headers, "Content-Type": kind})
+
+
+def test_the_slots_are_the_poems_the_joka_and_every_call() -> None:
+    all_slots = slots(MatchConfig())
+    assert len([s for s in all_slots if s.kind == "verse"]) == 200
+    assert [s.slot for s in all_slots if s.kind == "prelude"] == ["000/kami", "000/shimo"]
+    calls = {s.name for s in all_slots if s.kind == "call"}
+    assert {"memorise_call", "prelude_intro", "end_call"} <= calls
+    first = all_slots[0]
+    assert (first.slot, first.text, first.yomi, first.colour) == (
+        "001/kami", "秋の田の かりほの庵の 苫をあらみ", "あきのたの かりおのいおの とまをあらみ",
+        "pink")
+
+
+def test_a_take_is_checked_trimmed_kept_and_counted(client: TestClient, tmp_path: Path) -> None:
+    r = put(client, f"{BLUE[0]:03d}/kami", take(440))
+    assert r.status_code == 200, r.text
+    report = r.json()["take"]
+    assert report["speech_s"] == pytest.approx(0.8 + 0.04, abs=0.03)  # room noise trimmed
+    assert report["clipped_samples"] == 0 and -12 < report["peak_dbfs"] < -9
+    assert r.json()["progress"]["colours"]["blue"] == {"done": 1, "total": 40}
+    pack = read_pack(tmp_path / "rec")
+    saved = decode(pack.files[f"{BLUE[0]:03d}/kami"], RATE)
+    assert dominant_hz(saved, RATE) == pytest.approx(440, abs=3)
+    assert pack.speech_s is not None and f"{BLUE[0]:03d}/kami" in pack.speech_s
+    # played back as it was kept
+    audio = client.get(f"/api/recording/slots/{BLUE[0]:03d}/kami/audio", headers=OP)
+    assert audio.status_code == 200 and audio.headers["content-type"] == "audio/flac"
+    state = client.get("/api/recording", headers=OP).json()
+    one = next(s for s in state["slots"] if s["slot"] == f"{BLUE[0]:03d}/kami")
+    assert one["recorded"] is True and one["text"] and one["yomi"]
+    # recorded again: replaced, not added; deleted: gone
+    assert put(client, f"{BLUE[0]:03d}/kami", take(660)).status_code == 200
+    assert dominant_hz(decode(read_pack(tmp_path / "rec").files[f"{BLUE[0]:03d}/kami"], RATE),
+                       RATE) == pytest.approx(660, abs=3)
+    assert client.get("/api/recording", headers=OP).json()["progress"]["verses"]["done"] == 1
+    assert client.delete(f"/api/recording/slots/{BLUE[0]:03d}/kami", headers=OP).json()[
+        "progress"]["verses"]["done"] == 0
+
+
+@pytest.mark.parametrize(("body", "kind", "status", "code"), [
+    (take(amp=1.0), "audio/wav", 422, "clipped"),
+    (take(amp=0.005, noise_db=-90), "audio/wav", 422, "too_quiet"),
+    (take(seconds=0.05), "audio/wav", 422, "no_speech"),
+    (b"not audio at all", "audio/webm", 422, "undecodable_take"),
+    (b"GIF89a", "image/gif", 422, "unsupported_type"),
+    (b"", "audio/wav", 422, "empty_take"),
+    (b"\0" * (MAX_UPLOAD_BYTES + 1), "audio/wav", 413, "take_too_large"),
+])
+def test_bad_takes_are_refused_with_what_to_do(client: TestClient, body: bytes, kind: str,
+                                                status: int, code: str) -> None:
+    r = put(client, "001/kami", body, kind)
+    assert r.status_code == status, r.text
+    assert r.json()["error"] == code and r.json()["hint"]
+    assert client.get("/api/recording", headers=OP).json()["progress"]["verses"]["done"] == 0
+
+
+def test_only_the_operator_records_and_slots_are_checked(client: TestClient) -> None:
+    assert put(client, "001/kami", take(), headers={}).status_code == 401
+    assert client.get("/api/recording").status_code == 401
+    assert put(client, "101/kami", take()).json()["error"] == "no_such_slot"
+    assert put(client, "call/nonsense", take()).status_code == 404
+    assert client.get("/api/recording/slots/002/kami/audio", headers=OP).json()["error"] == (
+        "not_recorded")
+    assert client.get("/record").status_code == 200
+
+
+def test_a_pack_in_progress_reads_the_colours_it_completes(tmp_path: Path) -> None:
+    folder = tmp_path / "rec"
+    rec = RecordingPack(folder, MatchConfig())
+    jobs = [(f"{no:03d}/{verse}", take(300 + 10 * i + 5 * j, seconds=0.4))
+            for i, no in enumerate(BLUE) for j, verse in enumerate(("kami", "shimo"))]
+    # four takes at a time: the manifest must come out with all forty
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(lambda job: rec.save(job[0], job[1], "audio/wav"), jobs))
+    assert len(read_pack(folder).files) == 40
+    assert rec.progress()["complete_colours"] == ["blue"]
+    cfg = parse_config({"match": {"memorise_s": 1, "cards": 2, "prelude": {"enabled": False}},
+                        "voice": {"engine": "pack", "pack": str(folder),
+                                  "cache_dir": "/tmp/yomite-test-cache"},
+                        "audio": {"output": "null"}})
+    out = render_match(cfg, colors=("blue",), seed=4, out=tmp_path / "m.wav",
+                       timeline=tmp_path / "m.json")
+    assert out["voice"] == "pack-recorded" and out["cards"] == 2
+    timeline = json.loads((tmp_path / "m.json").read_text("utf-8"))
+    audio = decode(tmp_path / "m.wav", RATE)
+    for seg in timeline["segments"]:
+        if seg.get("kind") == "verse":
+            i = BLUE.index(seg["poem"])
+            j = 0 if seg["verse"] == "kami" else 1
+            part = audio[seg["start_frame"]:seg["end_frame"]]
+            assert dominant_hz(part, RATE) == pytest.approx(300 + 10 * i + 5 * j, abs=3)
