@@ -23,7 +23,7 @@ from typing import Any, Protocol, assert_never
 
 import numpy as np
 
-from audio.errors import AudioError
+from audio.errors import AudioError, VoiceError
 from audio.sink import DeviceFault, Reopenable, Sink, SinkEvent
 from reader.clip import Clip
 from reader.clock import Clock, OffsetClock
@@ -186,8 +186,14 @@ class ChannelRuntime:
         if isinstance(item, Start):
             gate = (await self._submit(RenderGate())).get("gate")
             if gate is not None:
-                async with asyncio.timeout(START_RENDER_TIMEOUT_S):
-                    await asyncio.wrap_future(gate)
+                try:
+                    async with asyncio.timeout(START_RENDER_TIMEOUT_S):
+                        await asyncio.wrap_future(gate)
+                except TimeoutError:
+                    raise VoiceError(f"the first clips were not rendered in "
+                                     f"{START_RENDER_TIMEOUT_S:.0f} s: the voice is too slow "
+                                     "on this machine (render the deck ahead with "
+                                     "`yomite voices render`)") from None
         return await self._submit(item)
 
     async def _submit(self, item: Item) -> dict[str, Any]:
