@@ -62,6 +62,9 @@ def test_a_stalled_client_is_dropped_and_slows_nobody(server):
                 websockets.connect(uri, max_size=None) as op:
             assert json.loads(await good.recv())["type"] == "hello"
             first = json.loads(await good.recv())["seq"]
+            # yomite serve writes states straight to the sockets (api/hub.py's direct path)
+            health = httpx2.get(f"{server.base}/api/health").json()["channels"]["main"]
+            assert health["direct_clients"] >= 2, health
             n = 600
 
             async def drain() -> None:  # the operator's console reads its states too
