@@ -248,18 +248,25 @@ def analyse(cap: Capture, log: dict[str, Any], cache: Path) -> dict[str, Any]:
     return {"segments": len(speech), "exact": exact, "unaligned": unfound, "holes": holes}
 
 
-def hold_to_silence(cap: Capture, sent: list[float]) -> tuple[np.ndarray, np.ndarray]:
+def hold_to_silence(cap: Capture, sent: list[float]) -> tuple[np.ndarray, np.ndarray, int]:
+    """[lower, upper] of each hold's send -> silence, for the holds sent while the voice was
+    sounding (speech in the 20 ms before the send: a hold that came after the verse had ended
+    stops nothing); and how many came in silence."""
     lo, hi = [], []
     loud = np.abs(cap.x) > 0
     n = len(loud)
+    quiet = 0
     for t in sent:
         i = int(np.searchsorted(cap.times[:, 0], t))
         j = int(cap.times[max(i - 1, 0), 1])
+        if not loud[max(0, j - 960) : j].any():
+            quiet += 1
+            continue
         while j < n and loud[j : j + 9600].any():
             j += int(np.flatnonzero(loud[j : j + 9600])[-1]) + 1
         lo.append((cap.t_line(j) - t) * 1000)
         hi.append((cap.t_arrival(j) - t) * 1000)
-    return np.array(lo), np.array(hi)
+    return np.array(lo), np.array(hi), quiet
 
 
 def measuring_instrument(pid: int) -> None:
@@ -308,7 +315,7 @@ def main() -> None:
         cap = rec.capture
         assert cap is not None
         res = analyse(cap, r["log"], cache)
-        lo, hi = hold_to_silence(cap, r["sent"])
+        lo, hi, quiet = hold_to_silence(cap, r["sent"])
         log_text = server.log()
         if a.server_log:
             a.server_log.write_text(log_text, "utf-8")
@@ -336,7 +343,8 @@ def main() -> None:
     if warnings:
         print(f"  server warnings ({len(warnings)}):", *warnings[:12], sep="\n    ")
     if len(lo):
-        print(f"  hold -> silence, {len(lo)} holds (ms): p50 [{np.percentile(lo, 50):.1f}, "
+        print(f"  hold -> silence, {len(lo)} holds while speech sounded ({quiet} more came "
+              f"after a verse had ended) (ms): p50 [{np.percentile(lo, 50):.1f}, "
               f"{np.percentile(hi, 50):.1f}]  p99 [{np.percentile(lo, 99):.1f}, "
               f"{np.percentile(hi, 99):.1f}]  max [{lo.max():.1f}, {hi.max():.1f}]")
 
