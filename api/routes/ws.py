@@ -19,6 +19,7 @@ from reader.events import OPERATOR, Hold, Release
 from ..auth import Auth, Principal, Role
 from ..deps import token_of, view
 from ..hall import ChannelService, Hall
+from ..hub import direct_transport
 
 log = logging.getLogger("yomite.api")
 
@@ -56,7 +57,8 @@ async def ws(websocket: WebSocket, ch: str) -> None:
     client = svc.hub.add(websocket.send_text, websocket.close,
                          operator=p.role is Role.OPERATOR,
                          referee=p.referee if p.channel == ch else None, name=p.name,
-                         speaker=speaker)
+                         speaker=speaker,
+                         transport=direct_transport(websocket._send))
     svc.hub.send_to(client, {"type": "hello", "role": p.role.value, "referee": p.referee,
                              "channel": ch})
     svc.hub.send_to(client, {"type": "state", **view(svc, p)})
