@@ -8,14 +8,16 @@ item on the channel's inbox, and return the state it produced. Errors are JSON:
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 from audio.recording import MAX_UPLOAD_BYTES, RecordingPack
-from reader.config import Config
+from reader.config import Config, VoiceConfig
 
 from .auth import Auth
 from .desk import Desk
@@ -35,6 +37,9 @@ from .routes import (
     ws,
 )
 from .runtime import VoiceLike
+
+if TYPE_CHECKING:
+    from audio.renderpool import RenderPool
 
 __all__ = ["ApiError", "create_app"]
 
@@ -70,6 +75,20 @@ TAGS = [
 ]
 
 
+def hall_voice(config: Config) -> tuple[VoiceLike, RenderPool | None]:
+    """The configured voice; rendered ahead in processes (`audio.render_workers`) when it is
+    a real voice with a disk cache to share."""
+    from audio.renderpool import PooledVoice, RenderPool
+    from audio.voice import make_voice
+
+    local = make_voice(config.voice, config.audio.rate)
+    workers = config.audio.render_workers
+    if workers == 0 or local.cache_dir is None:
+        return local, None
+    pool = RenderPool(workers or 0)
+    return PooledVoice(config.voice, config.audio.rate, pool, local), pool
+
+
 def create_app(
     config: Config,
     *,
@@ -93,18 +112,40 @@ def create_app(
         from audio.voice import make_voice
 
         rate = config.audio.rate
-        v = voice if voice is not None else make_voice(config.voice, rate)
-        # a match's own voice settings (the console's voice speed) go through the same factory
-        hall = Hall(config, v, auth, make_sink, make_voice=lambda cfg: make_voice(cfg, rate))
+        pool: RenderPool | None = None
+        v = voice
+        if v is None:
+            v, pool = hall_voice(config)
+
+        def voice_for(cfg: VoiceConfig) -> VoiceLike:
+            """A match's own voice (the console's voice speed), rendered ahead like the
+            configured one: in the pool's processes when there is a pool."""
+            local = make_voice(cfg, rate)
+            if pool is None or local.cache_dir is None:
+                return local
+            from audio.renderpool import PooledVoice
+
+            return PooledVoice(cfg, rate, pool, local)
+
+        hall = Hall(config, v, auth, make_sink, make_voice=voice_for)
         app.state.hall = hall
         await hall.start()
+        if pool is not None:
+            pool.start(config.voice, rate)
         desk = Desk(config, hall)  # after the hall: it matches rounds with channel journals
         app.state.desk = desk
         try:
             await desk.start()
         except BaseException:
             await hall.stop()
+            if pool is not None:
+                pool.close()
             raise
+        # what start-up made lives as long as the server: keep the collector from scanning it
+        # again (a full collection with 200 phones connected held the loop 47-93 ms)
+        gc.collect()
+        gc.freeze()
+        hall.loop_watch.start()  # from here on a late wake-up is a request's (or a render's)
         if on_ready is not None:
             on_ready(hall, auth.operator_token, auth.generated)
         try:
@@ -112,6 +153,8 @@ def create_app(
         finally:
             await desk.stop()
             await hall.stop()
+            if pool is not None:
+                pool.close()
 
     # the docs' Swagger UI assets come from the fastapi-offline package, served by this
     # server: a hall has no internet (FastAPI's own /docs loads them from a CDN). No ReDoc:

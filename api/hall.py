@@ -22,6 +22,7 @@ from reader.events import Hold, Release
 
 from .auth import Auth
 from .hub import Hub
+from .loopwatch import LoopWatch
 from .runtime import ChannelRuntime, VoiceFactory, VoiceLike
 from .speaker import ClipStore, SoundingClock, SpeakerFeed, load_secret
 
@@ -31,13 +32,23 @@ SinkFactory = Callable[[Config, ChannelConfig], tuple[Sink, str]]
 
 
 def device_sink(cfg: Config, device: str | int | None) -> tuple[Sink, str]:
-    """The speakers (raises AudioError if they cannot be opened), and a line saying so."""
+    """The speakers (raises AudioError if they cannot be opened), and a line saying so: in an
+    audio process of their own unless `audio.process` is false."""
+    a = cfg.audio
+    name = device if device is not None else "default"
+    if a.process:
+        from audio.output.process import ProcessSink
+
+        proc = ProcessSink(device, a.rate, blocksize=a.blocksize, latency=a.latency,
+                           fade_ms=a.fade_ms)
+        rt = "real-time" if proc.realtime else "normal priority"
+        return proc, (f"device {name} ({proc.blocksize} frames/block, "
+                      f"{proc.latency * 1000:.1f} ms stream latency, audio process {proc.pid}, "
+                      f"{rt})")
     from audio.device import DeviceSink
 
-    a = cfg.audio
     sink = DeviceSink(device, a.rate, blocksize=a.blocksize, latency=a.latency,
                       fade_ms=a.fade_ms)
-    name = device if device is not None else "default"
     return sink, (f"device {name} ({sink.blocksize} frames/block, "
                   f"{sink.latency * 1000:.1f} ms stream latency)")
 
@@ -73,6 +84,7 @@ def public_view(state: dict[str, Any]) -> dict[str, Any]:
     has been read (a projector must not give a hint while it matters)."""
     out = copy.deepcopy(state)
     out.pop("pin", None)
+    out.pop("output_stats", None)
     # a projector shows whose hand is up, never who has joined: only those names go out
     if "referees" in out:
         out["referees"] = [r for r in out["referees"] if r.get("holding")]
@@ -247,10 +259,20 @@ class ChannelService:
             for r in self.auth.referees(self.name)
         ]
 
+    def output_stats(self) -> dict[str, int] | None:
+        """The output's counters: underruns (PortAudio's flags and ALSA's), late clips, faults."""
+        if self.runtime is None:
+            return None
+        st = self.runtime.sink.stats()
+        return {"underruns": st.underflows + st.xruns, "underflows": st.underflows,
+                "xruns": st.xruns, "late_clips": st.late_clips, "late_frames": st.late_frames,
+                "dropped_clips": st.dropped_clips, "faults": st.faults}
+
     def operator_view(self) -> dict[str, Any]:
         return {**self._state, "channel": self.name, "seq": self.seq, "output": self.audio,
                 "speakers": {"mode": self.output, "pages": len(self.hub.speakers)},
-                "volume_db": self.volume_db, "referees": self.referees(), "pin": self.pin}
+                "volume_db": self.volume_db, "output_stats": self.output_stats(),
+                "referees": self.referees(), "pin": self.pin}
 
     def broadcast(self) -> None:
         self.seq += 1
@@ -332,6 +354,7 @@ class Hall:
         self.voices = Voices(config.voice, voice, make_voice)
         self.clips: ClipStore | None = None
         self.channels: dict[str, ChannelService] = {}
+        self.loop_watch = LoopWatch()
         digits = config.server.security.pin_digits
         refs = config.server.referees
         for ch in config.server.channels:
@@ -388,6 +411,7 @@ class Hall:
             svc.on_state(rt.state())
 
     async def stop(self) -> None:
+        await self.loop_watch.stop()
         for svc in self.channels.values():
             for c in list(svc.hub.clients):
                 svc.hub.remove(c)

@@ -1,9 +1,19 @@
 """Broadcast to every connected page without waiting on the slowest phone.
 
-Each client has a bounded queue and its own writer task. Publishing serialises a state once per
-audience (operator, public) and offers the text to every queue without awaiting; a client whose
-queue is full is too slow to follow the match and is dropped: when it reconnects it gets the
-full current state at once (snapshots carry everything, with a rising `seq`).
+Publishing serialises a state once per audience (operator, public). Then, for each client:
+
+- On uvicorn's sans-I/O WebSocket protocol without compression (how `yomite serve` runs), the
+  text is framed once per audience (a server frame is not masked, so every client gets the very
+  same bytes) and written straight to each client's transport: no task, queue or protocol
+  object per send, which is what a thousand phones cost (about 50 µs each through ASGI). The
+  transport's own buffer is the client's queue: a client with more than `queue_size` states
+  unsent is too slow to follow the match and is dropped.
+- Otherwise (another server, a test client) each client has a bounded queue and its own writer
+  task that sends through ASGI; a client whose queue is full is dropped.
+
+Either way nobody waits for anybody, and a client that reconnects gets the full current state
+at once (snapshots carry everything, with a rising `seq`). Every message to a client goes the
+same way, so its order is kept.
 """
 
 from __future__ import annotations
@@ -12,13 +22,56 @@ import asyncio
 import contextlib
 import json
 import logging
+import struct
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 log = logging.getLogger("yomite.hub")
+
+FLOW_HIGH_WATER = 64 << 10  # uvicorn pauses an ASGI writer at this much unsent
+_SANSIO = "uvicorn.protocols.websockets.websockets_sansio_impl"
+
+
+def _sansio_protocol(send: Any, depth: int = 6) -> Any:
+    """The protocol object `send` ends in: Starlette and FastAPI wrap the server's ASGI send in
+    closures (`sender`) that only pass messages on."""
+    owner = getattr(send, "__self__", None)
+    if owner is not None and type(owner).__module__ == _SANSIO:
+        return owner
+    if depth == 0:
+        return None
+    for cell in getattr(send, "__closure__", None) or ():
+        try:
+            inner = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if callable(inner):
+            found = _sansio_protocol(inner, depth - 1)
+            if found is not None:
+                return found
+    return None
+
+
+def direct_transport(send: Callable[..., Any]) -> asyncio.WriteTransport | None:
+    """The socket under an accepted WebSocket, when frames may be written to it directly: the
+    ASGI `send` belongs to uvicorn's sans-I/O protocol, its handshake is done and no extension
+    (compression) was negotiated, so a frame is the same bytes for every client. Else None."""
+    proto = _sansio_protocol(send)
+    if proto is None:
+        return None
+    transport = getattr(proto, "transport", None)
+    conn = getattr(proto, "conn", None)
+    if not getattr(proto, "handshake_complete", False) or conn is None \
+            or getattr(conn, "extensions", None) or transport is None:
+        return None
+    # uvloop's transports are not asyncio.WriteTransport subclasses, but have its methods
+    if all(callable(getattr(transport, m, None))
+           for m in ("write", "is_closing", "get_write_buffer_size")):
+        return cast(asyncio.WriteTransport, transport)
+    return None
 
 Send = Callable[[str], Awaitable[None]]
 Close = Callable[[int, str], Awaitable[None]]
@@ -34,10 +87,14 @@ class Client:
     name: str = ""
     speaker: bool = False  # a /speaker page: also gets the channel's audio schedule
     lags: deque[float] | None = None  # the hub's: publish -> handed to this socket, seconds
+    transport: asyncio.WriteTransport | None = None  # the direct path (see the module doc)
     queue: asyncio.Queue[tuple[str, float]] = field(init=False)
     task: asyncio.Task[None] | None = None
     dropped: bool = False
     sending_since: float | None = None  # set while a write waits on the socket
+    # the direct path: bytes written so far, and where each state still unsent ends
+    written: int = 0
+    unsent: deque[int] = field(default_factory=deque)
 
     def __post_init__(self) -> None:
         self.queue = asyncio.Queue(self.queue_size)
@@ -61,6 +118,19 @@ def _dumps(message: dict[str, Any]) -> str:
     return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
 
 
+def text_frame(text: str) -> bytes:
+    """One unfragmented, unmasked WebSocket text frame (RFC 6455 5.2), as a server sends it."""
+    payload = text.encode("utf-8")
+    n = len(payload)
+    if n < 126:
+        head = struct.pack("!BB", 0x81, n)
+    elif n < 1 << 16:
+        head = struct.pack("!BBH", 0x81, 126, n)
+    else:
+        head = struct.pack("!BBQ", 0x81, 127, n)
+    return head + payload
+
+
 class Hub:
     """The clients of one channel."""
 
@@ -71,15 +141,23 @@ class Hub:
         self.speakers: set[Client] = set()  # the speaker audience, a subset of clients
         self.dropped = 0
         self.lags: deque[float] = deque(maxlen=20000)
+        # (seq, time.monotonic()) of the latest publications: a benchmark on this machine
+        # measures publish -> received with it (bench/ws_fanout.py)
+        self.published: deque[tuple[int, float]] = deque(maxlen=64)
 
     def add(self, send: Send, close: Close, *, operator: bool, referee: str | None = None,
-            name: str = "", speaker: bool = False) -> Client:
-        c = Client(send, close, operator, self.queue_size, referee, name, speaker, self.lags)
+            name: str = "", speaker: bool = False,
+            transport: asyncio.WriteTransport | None = None) -> Client:
+        """A client; with `transport` (see `direct_transport`), states are written straight to
+        it, else through `send` by a writer task. A `speaker` also gets the audio schedule."""
+        c = Client(send, close, operator, self.queue_size, referee, name, speaker, self.lags,
+                   transport)
         self.clients.add(c)
         if speaker:
             self.speakers.add(c)
-        c.task = asyncio.create_task(c.writer(), name="ws-writer")
-        c.task.add_done_callback(lambda _t: self._writer_done(c))
+        if transport is None:
+            c.task = asyncio.create_task(c.writer(), name="ws-writer")
+            c.task.add_done_callback(lambda _t: self._writer_done(c))
         return c
 
     def remove(self, c: Client) -> None:
@@ -93,8 +171,18 @@ class Hub:
             True: _dumps({"type": "state", **operator_view}),
             False: _dumps({"type": "state", **public_view}),
         }
+        frames: dict[bool, bytes] = {}
+        self.published.append((int(operator_view.get("seq", 0)), time.monotonic()))
         now = time.perf_counter()
+        lags = self.lags
         for c in list(self.clients):
+            if c.transport is not None:
+                frame = frames.get(c.operator)
+                if frame is None:
+                    frame = frames[c.operator] = text_frame(texts[c.operator])
+                if self._write(c, frame):
+                    lags.append(time.perf_counter() - now)
+                continue
             # a socket whose peer stopped reading blocks its writer once the OS buffer is
             # full: checked here rather than with a timer on every send (1,000 phones)
             if c.sending_since is not None and now - c.sending_since > self.send_timeout_s:
@@ -110,18 +198,49 @@ class Hub:
         if not self.speakers:
             return
         text = _dumps(message)
+        frame: bytes | None = None
         now = time.perf_counter()
         for c in list(self.speakers):
+            if c.transport is not None:
+                if frame is None:
+                    frame = text_frame(text)
+                self._write(c, frame)
+                continue
             try:
                 c.queue.put_nowait((text, now))
             except asyncio.QueueFull:
                 self._drop(c, "too slow: the state queue is full")
 
     def send_to(self, c: Client, message: dict[str, Any]) -> None:
+        if c.transport is not None:
+            self._write(c, text_frame(_dumps(message)))
+            return
         try:
             c.queue.put_nowait((_dumps(message), time.perf_counter()))
         except asyncio.QueueFull:
             self._drop(c, "too slow: the state queue is full")
+
+    def _write(self, c: Client, frame: bytes) -> bool:
+        t = c.transport
+        assert t is not None
+        if t.is_closing():
+            self._drop(c, "the connection failed")
+            return False
+        # the transport keeps what the kernel would not take: the states that end in it are
+        # this client's queue. More than queue_size of them beyond what ASGI's flow control
+        # lets through is a phone that stopped reading (the rule of the queued path).
+        buffered = t.get_write_buffer_size()
+        sent = c.written - buffered
+        unsent = c.unsent
+        while unsent and unsent[0] <= sent:
+            unsent.popleft()
+        if len(unsent) >= self.queue_size and buffered > FLOW_HIGH_WATER:
+            self._drop(c, "too slow: the state queue is full")
+            return False
+        t.write(frame)
+        c.written += len(frame)
+        unsent.append(c.written)
+        return True
 
     def lag_ms(self) -> dict[str, float] | None:
         """Publish -> written to each socket, over the last 20,000 sends (p50, p99, max)."""
@@ -141,11 +260,16 @@ class Hub:
         c.dropped = True
         self.dropped += 1
         self.remove(c)
-        log.info("dropping a client: %s", reason)
+        who = "the operator" if c.operator else c.name or c.referee or "a viewer"
+        log.info("dropping a client (%s): %s", who, reason)
 
         async def close() -> None:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(2):
                     await c.close(1013, reason[:120])
+            t = c.transport
+            if t is not None and not t.is_closing():
+                # the close frame waits behind what the phone never read: cut the connection
+                t.abort()
 
         asyncio.get_running_loop().create_task(close())

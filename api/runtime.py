@@ -17,8 +17,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,9 +28,8 @@ from typing import Any, Protocol, assert_never
 
 import numpy as np
 
-from audio.device import DeviceSink
-from audio.errors import AudioError
-from audio.sink import DeviceFault, Sink, SinkEvent
+from audio.errors import AudioError, VoiceError
+from audio.sink import DeviceFault, Reopenable, Sink, SinkEvent
 from reader.clip import Clip
 from reader.clock import Clock, OffsetClock
 from reader.commands import Command, PlayClip, Publish, Record, StopAudio
@@ -78,7 +79,8 @@ class VoiceLike(Protocol):
     def lacks(self, poems: list[int]) -> list[int]: ...
     def frames(self, clip: Clip) -> int: ...
     def pcm(self, clip: Clip) -> np.ndarray: ...
-    def prefetch(self, clips: list[Clip], progress: Any = None) -> Any: ...
+    def prefetch(self, clips: list[Clip], progress: Any = None, *,
+                 stop: threading.Event | None = None) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +148,18 @@ class AudioFault:
     reason: str
 
 
-Item = PrepareMatch | AudioFault | Event
+@dataclass(frozen=True, slots=True)
+class RenderGate:
+    """Internal, queued by `submit` before a start: which of the first clips are not rendered
+    yet (seen in inbox order, so after a prepare sent just before the start)."""
+
+
+Item = PrepareMatch | AudioFault | RenderGate | Event
+
+# The clips a start needs at once: the first call, the one after it (sent one clip ahead), and
+# the next (sent when the second starts, as soon as two seconds later when the bow call opens).
+START_CLIPS = 3
+START_RENDER_TIMEOUT_S = 60.0
 
 # phases with nothing to pause
 _AT_REST = ENDED
@@ -320,6 +333,9 @@ class ChannelRuntime:
         self._no_device: str | None = None
         self._prefetch: asyncio.Future[Any] | None = None
         self._teaching: tuple[Any, dict[str, Any]] | None = None
+        self._prefetch_stop: threading.Event | None = None
+        self._render: dict[str, Any] | None = None  # render-ahead progress, in the state
+        self._render_published = 0.0
         self._task: asyncio.Task[None] | None = None
         self.recovered: dict[str, Any] | None = None
         self._publish_state(None)
@@ -328,7 +344,25 @@ class ChannelRuntime:
     async def submit(self, item: Item) -> dict[str, Any]:
         """Queue an item and wait until it has been applied; returns the channel state.
         Raises the ReaderError the engine raised (an illegal move, a bad deck), ChannelFault,
-        JournalUnavailable, or ChannelStopped once the task has ended: never waits for ever."""
+        JournalUnavailable, or ChannelStopped once the task has ended: never waits for ever.
+
+        A start first waits (without holding the inbox or the event loop) until the call and
+        the clip after it are rendered, so a start sent together with its prepare, on a cold
+        cache, never cuts the call's head; a VoiceError if they cannot be rendered."""
+        if isinstance(item, Start):
+            gate = (await self._submit(RenderGate())).get("gate")
+            if gate is not None:
+                try:
+                    async with asyncio.timeout(START_RENDER_TIMEOUT_S):
+                        await asyncio.wrap_future(gate)
+                except TimeoutError:
+                    raise VoiceError(f"the first clips were not rendered in "
+                                     f"{START_RENDER_TIMEOUT_S:.0f} s: the voice is too slow "
+                                     "on this machine (render the deck ahead with "
+                                     "`yomite voices render`)") from None
+        return await self._submit(item)
+
+    async def _submit(self, item: Item) -> dict[str, Any]:
         if self._task is not None and self._task.done():
             raise ChannelStopped(f"channel {self.name} is stopped")
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -403,7 +437,7 @@ class ChannelRuntime:
             if fut is not None and not fut.done():
                 fut.set_exception(e)
 
-        if isinstance(item, ClearHolds) and isinstance(self.sink, DeviceSink) \
+        if isinstance(item, ClearHolds) and isinstance(self.sink, Reopenable) \
                 and self.sink.faulted:
             # the operator resumes after an audio fault: the output must come back first
             try:
@@ -498,6 +532,8 @@ class ChannelRuntime:
         match item:
             case PrepareMatch():
                 self._prepare(item)
+            case RenderGate():
+                return {"gate": self._start_gate()}
             case AudioFault(reason=reason):
                 self._audio_status = f"fault: {reason}"
                 if self.engine is not None and self.engine.phase is not Phase.ABORTED:
@@ -630,16 +666,50 @@ class ChannelRuntime:
         self._device_voice = Gained(self.voice, volume_db)
 
     def _start_prefetch(self, engine: Engine) -> None:
-        """Render the clips still to come in a worker thread (during the memorisation period)."""
+        """Render the clips still to come, in reading order, from the moment the match is
+        prepared (in the voice's render processes, or a worker thread); the state's `render`
+        shows the progress."""
+        if self._prefetch_stop is not None:
+            self._prefetch_stop.set()  # the previous match's clips are no longer needed
         clips = list(dict.fromkeys(engine.upcoming_clips()))
         loop = asyncio.get_running_loop()
-        self._prefetch = loop.run_in_executor(None, self.voice.prefetch, clips)
-        self._prefetch.add_done_callback(self._prefetched)
+        stop = self._prefetch_stop = threading.Event()
+        self._render = {"done": 0, "total": len(clips), "error": None}
 
-    def _prefetched(self, fut: asyncio.Future[Any]) -> None:
+        def progress(done: int, total: int, _clip: Clip) -> None:
+            loop.call_soon_threadsafe(self._render_progress, stop, done, total, None)
+
+        def run() -> Any:
+            return self.voice.prefetch(clips, progress, stop=stop)
+
+        self._prefetch = loop.run_in_executor(None, run)
+        self._prefetch.add_done_callback(lambda f: self._prefetched(f, stop))
+
+    def _prefetched(self, fut: asyncio.Future[Any], stop: threading.Event) -> None:
         if not fut.cancelled() and fut.exception() is not None:
             # the clip will be rendered (and fail loudly) on demand; say why now
             log.error("channel %s: rendering ahead failed: %s", self.name, fut.exception())
+            r = self._render or {}
+            self._render_progress(stop, r.get("done", 0), r.get("total", 0),
+                                  str(fut.exception()))
+
+    def _render_progress(self, stop: threading.Event, done: int, total: int,
+                         error: str | None) -> None:
+        if stop is not self._prefetch_stop:
+            return  # a previous match's
+        self._render = {"done": done, "total": total, "error": error}
+        now = time.monotonic()
+        if done == total or error or now - self._render_published >= 0.5:
+            self._render_published = now
+            self._publish_state(self._state.get("match"))
+
+    def _start_gate(self) -> Future[None] | None:
+        """A future that is done when the clips a start needs first are rendered, or None."""
+        when_ready = getattr(self.voice, "when_ready", None)
+        if self.engine is None or when_ready is None or self.engine.phase is not Phase.READY:
+            return None
+        gate: Future[None] | None = when_ready(self.engine.upcoming_clips()[:START_CLIPS])
+        return gate
 
     # ------------------------------------------------------------------ crash recovery
     def recover(self) -> dict[str, Any] | None:
@@ -856,6 +926,7 @@ class ChannelRuntime:
             "fault": self.fault,
             "no_device": self._no_device,
             "recovered": self.recovered,
+            "render": self._render,
             "match": match,
             # the prepared match's voice and preset (the console shows and compares them)
             "voice": {k: getattr(self.voice_config, k) for k in VOICE_MATCH_KEYS},

@@ -83,6 +83,9 @@ Latency = Literal["low", "high"] | float
 _PLAY = 0
 _STOP = 1
 
+# What the callback writes into `counters` (int64) after each block, by index.
+COUNTERS = ("position", "underflows", "late_clips", "late_frames", "dropped_clips")
+
 
 def _sounddevice() -> ModuleType:
     try:
@@ -161,6 +164,8 @@ class DeviceSink:
         underflow_limit: int = 200,
         gil_switch_interval_s: float | None = 0.001,
         realtime_priority: int | None = 4,
+        start_frame: int = 0,
+        counters: Any = None,
     ) -> None:
         if blocksize <= 0:
             raise ValueError("blocksize must be fixed (> 0): the clock counts whole blocks")
@@ -177,6 +182,10 @@ class DeviceSink:
         self.realtime_priority = realtime_priority
         self._deliver = Delivery()
         self._mixer = Mixer(rate, fade_ms=fade_ms, capacity=capacity, emit=self._deliver)
+        self._mixer.pos = start_frame  # a sink replacing another goes on with its clock
+        # an int64 array (shared memory, read by another process: audio.output.process) that
+        # the callback fills after every block: see `COUNTERS`
+        self._counters = counters
         self._inbox: deque[tuple[Any, ...]] = deque()
         # State written by the audio thread only:
         self._last_cb = 0.0  # time.monotonic() of the last callback
@@ -265,6 +274,7 @@ class DeviceSink:
         mixer = self._mixer
         inbox = self._inbox
         f32 = np.float32
+        counters = self._counters
 
         def callback(buffer: Any, frames: int, time_info: Any, status: Any) -> None:
             # a raw stream: sounddevice's numpy wrapper sets `.shape` in every callback, which
@@ -293,6 +303,12 @@ class DeviceSink:
                 for c in range(1, outdata.shape[1]):
                     outdata[:, c] = outdata[:, 0]
                 self._last_cb = time.monotonic()
+                if counters is not None:  # five aligned 8-byte stores: each one atomic
+                    counters[0] = mixer.pos
+                    counters[1] = self._underflows
+                    counters[2] = mixer.late_clips
+                    counters[3] = mixer.late_frames
+                    counters[4] = mixer.dropped_clips
             except BaseException as e:  # must not escape into PortAudio: the watchdog reports
                 outdata.fill(0.0)
                 self._cb_error = f"{type(e).__name__}: {e}"

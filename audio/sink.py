@@ -23,7 +23,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -75,6 +75,8 @@ class SinkStats:
     dropped_clips: clips refused because the schedule was full (see `Mixer.capacity`).
     underflows: device callbacks that reported an output underflow (device sinks only).
     faults: `DeviceFault`s reported.
+    xruns: underruns ALSA recovered from ("underrun occurred"), counted from the audio
+        process's stderr (`audio.output.process` only; PortAudio does not flag them all).
     """
 
     late_clips: int = 0
@@ -82,6 +84,7 @@ class SinkStats:
     dropped_clips: int = 0
     underflows: int = 0
     faults: int = 0
+    xruns: int = 0
 
 
 # ---------------------------------------------------------------------- the contract
@@ -121,6 +124,17 @@ class Sink(Protocol):
     ) -> None: ...
     def stats(self) -> SinkStats: ...
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class Reopenable(Protocol):
+    """A sink on a device that can fail and come back (`DeviceSink`, `ProcessSink`): after a
+    `DeviceFault` it is `faulted` until `reopen()` (which may block, and raises AudioError
+    while the device is still gone) succeeds."""
+
+    @property
+    def faulted(self) -> bool: ...
+    def reopen(self) -> None: ...
 
 
 # ---------------------------------------------------------------------- shared helpers

@@ -3,6 +3,12 @@ every client's receive time of the new state is taken. Prints p50/p99 of the not
 per N, and checks that at every client the sequence numbers arrived contiguous and in order,
 while a real match runs (estimate voice, no sound) with holds every few seconds.
 
+The floor, in the same run and with the same clients: a bare `websockets` server (its own
+process) that broadcasts a message of the same size as yomite's public state with
+`websockets.broadcast` when a control socket asks it to. yomite's figure includes what the
+floor's does not (an HTTP request, the engine, the journal, two audiences); the ratio is
+yomite's p50/p99 over the floor's.
+
     .venv/bin/python bench/ws_fanout.py [--clients 100,500,1000] [--holds 10]
 
 A figure, not a test: this machine has 2 cores shared by the server and all the clients.
@@ -10,19 +16,24 @@ A figure, not a test: this machine has 2 cores shared by the server and all the 
 
 import argparse
 import asyncio
+import contextlib
+import functools
 import json
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import websockets
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.serverproc import Server
+from tests.serverproc import Server, free_port
 
 TOKEN = "bench-operator-token-0123456789abcdef"
 SEQ = re.compile(r'"seq":(\d+),"audio"')
@@ -32,7 +43,7 @@ BENCH = re.compile(r'"referee":\s*"(bench[0-9-]+)"')
 class Client:
     def __init__(self) -> None:
         self.seqs: list[int] = []
-        self.arrivals: dict[int, float] = {}  # hold id -> monotonic receive time
+        self.arrivals: dict[str, tuple[float, int]] = {}  # hold id -> (receive time, seq)
 
     async def run(self, uri: str, stop: asyncio.Event, ready: asyncio.Event,
                   counter: list[int], n: int) -> None:
@@ -56,13 +67,44 @@ class Client:
                     continue
                 m = SEQ.search(text)
                 assert m is not None
-                self.seqs.append(int(m.group(1)))
+                seq = int(m.group(1))
+                self.seqs.append(seq)
                 for rid in BENCH.findall(text):
-                    self.arrivals.setdefault(rid, t)
+                    self.arrivals.setdefault(rid, (t, seq))
 
 
-async def one_round(server: Server, n: int, holds: int) -> dict[str, float]:
-    uri = f"ws://127.0.0.1:{server.port}/ws/channels/main"
+Trigger = tuple[Callable[[str], Awaitable[None]], Callable[[], Awaitable[None]]]
+
+
+async def yomite_trigger(server: Server) -> AsyncIterator[Trigger]:
+    async with httpx2.AsyncClient(base_url=server.base, timeout=30,
+                                  headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+        async def hold(rid: str) -> None:
+            # the operator raises a hand in the referee's name: the same path as a referee's
+            await http.put(f"/api/channels/main/holds/{rid}")
+
+        async def release() -> None:
+            await http.post("/api/channels/main/match/resume")
+
+        yield hold, release
+
+
+async def floor_trigger(port: int, published: dict[int, float]) -> AsyncIterator[Trigger]:
+    async with websockets.connect(f"ws://127.0.0.1:{port}/control") as ctl:
+        async def send(rid: str) -> None:
+            await ctl.send(rid)
+            q, t = (await ctl.recv()).split()
+            published[int(q)] = float(t)
+
+        async def release() -> None:
+            await send("")
+
+        yield send, release
+
+
+async def one_round(uri: str, trigger: Callable[[], Any], n: int, holds: int,
+                    published: Callable[[], dict[int, float]] | None = None
+                    ) -> dict[str, float]:
     stop, ready = asyncio.Event(), asyncio.Event()
     counter = [0]
     clients = [Client() for _ in range(n)]
@@ -73,17 +115,16 @@ async def one_round(server: Server, n: int, holds: int) -> dict[str, float]:
             await asyncio.sleep(0.05)  # do not stampede the accept queue
     await asyncio.wait_for(ready.wait(), 120)
     sent: dict[str, float] = {}
-    async with httpx2.AsyncClient(base_url=server.base, timeout=30,
-                                  headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+    async with contextlib.asynccontextmanager(trigger)() as (hold, release):
         for k in range(holds):
             rid = f"bench{n}-{k}"
             await asyncio.sleep(1.0)
             sent[rid] = time.monotonic()
-            # the operator raises a hand in the referee's name: the same path as a referee's
-            await http.put(f"/api/channels/main/holds/{rid}")
+            await hold(rid)
             await asyncio.sleep(0.5)
-            await http.post("/api/channels/main/match/resume")
+            await release()
     await asyncio.sleep(1.0)
+    pub = published() if published is not None else {}
     stop.set()
     await asyncio.gather(*tasks, return_exceptions=True)
     lat = []
@@ -92,9 +133,12 @@ async def one_round(server: Server, n: int, holds: int) -> dict[str, float]:
         if c.seqs == list(range(c.seqs[0], c.seqs[0] + len(c.seqs))):
             contiguous += 1
         for rid, t0 in sent.items():
-            t = c.arrivals.get(rid)
-            if t is not None:
-                lat.append((t - t0) * 1000)
+            got = c.arrivals.get(rid)
+            if got is not None:
+                t, seq = got
+                # from the publication when the server says when it was (same machine, same
+                # monotonic clock), else from the request
+                lat.append((t - pub.get(seq, t0)) * 1000)
     lat.sort()
     return {
         "clients": n,
@@ -107,15 +151,77 @@ async def one_round(server: Server, n: int, holds: int) -> dict[str, float]:
     }
 
 
+# ---------------------------------------------------------------------- the floor
+async def floor_server(port: int, size: int) -> None:
+    """A bare websockets broadcast: hello and a state on connect, then on each control message
+    a state of `size` bytes (with the referee named, as yomite's names the held hands)."""
+    from websockets.asyncio.server import broadcast, serve
+
+    clients: set[Any] = set()
+    seq = [0]
+
+    def state(rid: str, publish: bool = True) -> str:
+        seq[0] += publish
+        held = f'{{"referee":"{rid}"}}' if rid else ""
+        head = f'{{"type":"state","channel":"main","seq":{seq[0]},"audio":"ok","holds":[{held}]'
+        return head + ',"pad":"' + "x" * max(0, size - len(head) - 10) + '"}'
+
+    async def handler(ws: Any) -> None:
+        if ws.request.path == "/control":
+            async for rid in ws:
+                text = state(rid)
+                t = time.monotonic()
+                broadcast(clients, text)
+                await ws.send(f"{seq[0]} {t}")  # when it published what
+            return
+        await ws.send('{"type":"hello"}')
+        await ws.send(state("", publish=False))
+        clients.add(ws)
+        try:
+            await ws.wait_closed()
+        finally:
+            clients.discard(ws)
+
+    async with serve(handler, "127.0.0.1", port, max_queue=None, compression=None,
+                     ping_interval=None):
+        print("READY", flush=True)
+        await asyncio.Future()
+
+
+def start_floor(size: int) -> tuple[subprocess.Popen[str], int]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, __file__, "--floor-server", str(port),
+                             "--floor-size", str(size)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
+    return proc, port
+
+
+def row(name: str, r: dict[str, float], n: int, srv: dict[str, float] | None,
+        floor: dict[str, float] | None) -> str:
+    s = srv or {"p50": float("nan"), "p99": float("nan"), "max": float("nan")}
+    ratio = (f"{r['p50_ms'] / floor['p50_ms']:>5.2f}x {r['p99_ms'] / floor['p99_ms']:>5.2f}x"
+             if floor else f"{'':>6} {'':>6}")
+    return (f"{n:>8} {name:>7} {r['p50_ms']:>7.1f} {r['p99_ms']:>7.1f} {r['max_ms']:>7.1f} | "
+            f"{s['p50']:>7.1f} {s['p99']:>7.1f} {s['max']:>7.1f} | {ratio} | "
+            f"{r['samples']:>5}/{r['expected']:<5} {r['contiguous_clients']:>5}/{n}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clients", default="100,500,1000")
     ap.add_argument("--holds", type=int, default=10)
+    ap.add_argument("--floor-server", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--floor-size", type=int, default=1000, help=argparse.SUPPRESS)
     a = ap.parse_args()
-    print("request -> state received by every client (the clients share the 2 cores) and, from the"
-          "\nserver's own clock, state published -> written to every socket (ms)")
-    print(f"{'clients':>8} {'p50':>7} {'p99':>7} {'max':>7} | {'srv p50':>7} {'srv p99':>7} "
-          f"{'srv max':>7} | {'samples':>11} {'contiguous':>11}")
+    if a.floor_server:
+        asyncio.run(floor_server(a.floor_server, a.floor_size))
+        return
+    print("state published -> received by every client (the clients share the 2 cores) and, from"
+          "\nthe server's own clock, published -> written to every socket (ms); the floor is a"
+          "\nbare websockets broadcast of a message of the same size; ratio = yomite / floor")
+    print(f"{'clients':>8} {'server':>7} {'p50':>7} {'p99':>7} {'max':>7} | {'srv p50':>7} "
+          f"{'srv p99':>7} {'srv max':>7} | {'ratio p50 p99':>13} | {'samples':>11} "
+          f"{'contiguous':>11}")
     for n in (int(x) for x in a.clients.split(",")):
         with tempfile.TemporaryDirectory() as tmp:  # a fresh server per N: its own figures
             server = Server(Path(tmp), {
@@ -129,15 +235,32 @@ def main() -> None:
                                    headers={"Authorization": f"Bearer {TOKEN}"}) as c:
                     c.post("/api/channels/main/match", json={"seed": 1})
                     c.post("/api/channels/main/match/start")
-                r = asyncio.run(one_round(server, n, a.holds))
+                    size = len(json.dumps({"type": "state", **c.get(
+                        "/api/channels/main", headers={}).json()}, ensure_ascii=False,
+                        separators=(",", ":")).encode())
+                uri = f"ws://127.0.0.1:{server.port}/ws/channels/main"
+                trig = functools.partial(yomite_trigger, server)
+
+                def published(base: str = server.base) -> dict[int, float]:
+                    ch = httpx2.get(f"{base}/api/health").json()["channels"]["main"]
+                    return {int(q): float(t) for q, t in ch["recent_publishes"]}
+
+                r = asyncio.run(one_round(uri, trig, n, a.holds, published))
                 srv = httpx2.get(f"{server.base}/api/health").json()["channels"]["main"][
                     "fanout_lag_ms"]
             finally:
                 server.stop()
-        print(f"{r['clients']:>8} {r['p50_ms']:>7.1f} {r['p99_ms']:>7.1f} {r['max_ms']:>7.1f} | "
-              f"{srv['p50']:>7.1f} {srv['p99']:>7.1f} {srv['max']:>7.1f} | "
-              f"{r['samples']:>5}/{r['expected']:<5} {r['contiguous_clients']:>5}/{n}",
-              flush=True)
+        proc, port = start_floor(size)
+        try:
+            pub: dict[int, float] = {}
+            trig = functools.partial(floor_trigger, port, pub)
+            f = asyncio.run(one_round(f"ws://127.0.0.1:{port}/", trig, n, a.holds,
+                                      pub.copy))
+        finally:
+            proc.kill()
+            proc.wait()
+        print(row("floor", f, n, None, None), flush=True)
+        print(row("yomite", r, n, srv, f), flush=True)
 
 
 if __name__ == "__main__":

@@ -174,6 +174,8 @@ class AudioConfig(Frozen):
     latency: Literal["low", "high"] | float = "low"
     fade_ms: float = Field(2.0, ge=0, le=100)
     schedule_lead_ms: float = Field(30.0, ge=0, le=1000)
+    process: bool = True
+    render_workers: int | None = Field(None, ge=0, le=64)
 
     @field_validator("output", mode="before")
     @classmethod
@@ -282,6 +284,7 @@ class ServerConfig(Frozen):
     client_queue: int = Field(64, ge=1, le=10000)
     hold_debounce_ms: float = Field(0.0, ge=0, le=5000)
     speakers: SpeakersConfig = SpeakersConfig()
+    nice: int = Field(-10, ge=-20, le=19)
 
     @field_validator("channels")
     @classmethod

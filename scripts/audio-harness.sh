@@ -63,6 +63,12 @@ PA
     for _ in $(seq 50); do pactl info >/dev/null 2>&1 && break; sleep 0.1; done
     pactl info >/dev/null 2>&1 || { echo "PulseAudio did not come up; see $run/pulseaudio.log" >&2; exit 1; }
 fi
+# A hall's sound server runs its audio at real-time priority (PulseAudio with rtkit, PipeWire):
+# so does this one, every thread, where allowed. Without it, two busy cores starve the
+# server's own thread and it inserts holes that no client can prevent (bench/full_hall.py).
+if alive pulseaudio pulseaudio && command -v chrt >/dev/null; then
+    chrt -a -f -p "${YH_PULSE_RTPRIO:-6}" "$(cat "$run/pulseaudio.pid")" >/dev/null 2>&1 || true
+fi
 start_bg keeper parec parec -d yomite.monitor --raw --format=s16le --rate="$rate" --channels=2 \
     --latency-msec="$lat" /dev/null
 cat >"$run/env.sh" <<ENV

@@ -16,6 +16,7 @@ import numpy as np
 
 from audio.device import DeviceSink
 from audio.errors import DeviceError
+from audio.output.process import ProcessSink
 from audio.sink import ClipDone, DeviceFault, SinkEvent
 
 RATE = 48000
@@ -28,7 +29,8 @@ def say(*words: object) -> None:
 async def main() -> None:
     loop = asyncio.get_running_loop()
     events: asyncio.Queue[SinkEvent] = asyncio.Queue()
-    sink = DeviceSink(os.environ.get("YOMITE_TEST_DEVICE", "pulse"), RATE,
+    kind = ProcessSink if os.environ.get("YOMITE_TEST_SINK") == "ProcessSink" else DeviceSink
+    sink = kind(os.environ.get("YOMITE_TEST_DEVICE", "pulse"), RATE,
                       stall_timeout_s=0.5)
     sink.set_listener(events.put_nowait, loop)
 

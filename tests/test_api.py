@@ -56,7 +56,9 @@ def test_unknown_channel_is_404_and_names_the_channels(client):
 
 
 def test_a_whole_match_lifecycle(client):
-    r = client.post("/api/channels/main/match", json={"colors": ["青"], "seed": 42}, headers=OP)
+    # a long silence after the bow: the phase stays bowing however slowly the requests come
+    r = client.post("/api/channels/main/match", json={"colors": ["青"], "seed": 42,
+                    "overrides": {"gaps": {"after_bow_s": 30}}}, headers=OP)
     assert r.status_code == 200, r.text
     m = r.json()["match"]
     assert m["phase"] == "ready" and m["seed"] == 42 and m["colors"] == ["blue"]
@@ -244,6 +246,8 @@ def test_viewer_websocket_cannot_hold(client):
         ws.receive_json()
         ws.send_json({"type": "hold"})
         msg = ws.receive_json()
+        while msg["type"] == "state":  # a state may come at any time (the render's progress)
+            msg = ws.receive_json()
         assert msg == {"type": "error", "error": "forbidden",
                        "detail": "only a referee of this channel may hold"}
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import gc
 import os
 import queue
 import random
@@ -27,6 +28,7 @@ import pytest
 from audio.device import DeviceSink, list_devices
 from audio.errors import DeviceError
 from audio.filesink import FileSink, to_int16
+from audio.output.process import ProcessSink
 from audio.sink import ClipDone, SinkEvent, Stopped
 from reader.clock import ManualClock
 from tests.audio_capture import OwnNullSink, Recorder, dropouts, recorded
@@ -45,6 +47,24 @@ def device() -> str:
                     "them via `make test` (or `scripts/audio-harness.sh start && "
                     ". /tmp/yomite-audio/env.sh` first)")
     return os.environ.get("YOMITE_TEST_DEVICE", "pulse")
+
+
+@pytest.fixture(params=["in-process", "audio-process"])
+def sink_class(request: pytest.FixtureRequest) -> Iterator[type]:
+    """Both outputs keep the same contract: the stream in this process (DeviceSink), or in an
+    audio process of its own (ProcessSink, what the hall uses). In-process, a full collection
+    of this (by then large) test process holds the callback's GIL long enough to underrun:
+    that is why the hall plays through the process (tests/test_process_sink.py), and it is
+    kept out of this test of the contract."""
+    if request.param == "audio-process":
+        yield ProcessSink
+        return
+    gc.collect()
+    gc.disable()
+    try:
+        yield DeviceSink
+    finally:
+        gc.enable()
 
 
 @pytest.fixture
@@ -130,7 +150,7 @@ def check_dropouts(captured: np.ndarray, expected: np.ndarray, dropped: list[int
 
 
 @pytest.mark.audio
-async def test_clips_sound_at_their_exact_frames(device, monitor, tmp_path):
+async def test_clips_sound_at_their_exact_frames(device, monitor, tmp_path, sink_class):
     """A schedule of bursts, the later ones sent only as earlier ones finish (like the runtime):
     the capture is bit-exactly the plan (the same schedule rendered by a FileSink), so every gap
     is the planned one and every burst is intact and in order; a clip sent late starts at once
@@ -142,7 +162,7 @@ async def test_clips_sound_at_their_exact_frames(device, monitor, tmp_path):
     async def scenario(attempt: int, dropped: list[int]) -> None:
         events: asyncio.Queue[SinkEvent] = asyncio.Queue()
         with Recorder(tmp_path / f"schedule{attempt}.wav", monitor) as rec:
-            sink = DeviceSink(device, RATE)
+            sink = sink_class(device, RATE)
             sink.set_listener(events.put_nowait, asyncio.get_running_loop())
             try:
                 plan = [sink.position() + RATE // 5]
@@ -199,7 +219,8 @@ async def test_clips_sound_at_their_exact_frames(device, monitor, tmp_path):
 
 
 @pytest.mark.audio
-async def test_stop_fades_then_silence_within_the_latency(device, monitor, tmp_path):
+async def test_stop_fades_then_silence_within_the_latency(device, monitor, tmp_path,
+                                                          sink_class):
     """Stops at random moments: the fade starts at the first frame not yet handed to PortAudio,
     the capture holds exactly the planned fade then silence from the frame `Stopped` names, and
     that silence is heard within stream latency + 2 blocks + fade + margin of the call."""
@@ -210,7 +231,7 @@ async def test_stop_fades_then_silence_within_the_latency(device, monitor, tmp_p
         rng = random.Random(5 + attempt)
         reps: list[tuple[int, float, int, int]] = []
         with Recorder(tmp_path / f"stops{attempt}.wav", monitor) as rec:
-            sink = DeviceSink(device, RATE)
+            sink = sink_class(device, RATE)
             sink.set_listener(events.put_nowait, asyncio.get_running_loop())
             try:
                 await asyncio.sleep(0.1)
@@ -318,14 +339,15 @@ def private_pulse(device) -> Iterator[PrivatePulse]:
 
 
 @pytest.mark.audio
-def test_a_dead_or_hung_server_is_a_fault_not_a_crash(private_pulse):
+def test_a_dead_or_hung_server_is_a_fault_not_a_crash(private_pulse, sink_class):
     """A child process plays through a private server that is killed (the stream finishes by
     itself), then frozen with SIGSTOP (callbacks stop coming): each time one DeviceFault, the
     clock stands still, reopening fails cleanly while the server is down and works once it is
     back, with the schedule and clock carried over, and the process exits normally."""
     server = private_pulse
+    env = {**server.env, "YOMITE_TEST_SINK": sink_class.__name__}
     child = subprocess.Popen([sys.executable, "-m", "tests.audio_fault_child"], cwd=ROOT,
-                             env=server.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     assert child.stdin is not None and child.stdout is not None
     lines: queue.SimpleQueue[str] = queue.SimpleQueue()

@@ -7,6 +7,7 @@ import base64
 import json
 import os
 import socket
+import time
 
 import httpx2
 import pytest
@@ -61,7 +62,16 @@ def test_a_stalled_client_is_dropped_and_slows_nobody(server):
                 websockets.connect(uri, max_size=None) as op:
             assert json.loads(await good.recv())["type"] == "hello"
             first = json.loads(await good.recv())["seq"]
+            # yomite serve writes states straight to the sockets (api/hub.py's direct path)
+            health = httpx2.get(f"{server.base}/api/health").json()["channels"]["main"]
+            assert health["direct_clients"] >= 2, health
             n = 600
+
+            async def drain() -> None:  # the operator's console reads its states too
+                async for _ in op:
+                    pass
+
+            draining = asyncio.create_task(drain())
             for i in range(n):  # 300 hands go up, then down, as fast as the operator can
                 kind = "hold" if i < n // 2 else "release"
                 await op.send(json.dumps({"type": kind, "referee": f"x{i % (n // 2)}"}))
@@ -72,6 +82,7 @@ def test_a_stalled_client_is_dropped_and_slows_nobody(server):
                     if m["type"] == "state":
                         seqs.append(m["seq"])
             stalled.close()
+            draining.cancel()
             return first, seqs
 
     first, seqs = asyncio.run(scenario())
@@ -80,7 +91,13 @@ def test_a_stalled_client_is_dropped_and_slows_nobody(server):
     assert seqs[0] == first + 1
     health = httpx2.get(f"{server.base}/api/health").json()["channels"]["main"]
     assert health["dropped_clients"] >= 1, health
-    st = httpx2.get(f"{server.base}/api/channels/main", headers=server.op).json()
+    # every hand is down: the calls are read again after the lead-in, then memorisation runs
+    deadline = time.monotonic() + 15
+    while True:
+        st = httpx2.get(f"{server.base}/api/channels/main", headers=server.op).json()
+        if st["match"]["phase"] not in ("bowing", "announcing") or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     assert st["match"]["holds"] == [] and st["match"]["phase"] == "memorising"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 from typing import Annotated, Any
@@ -113,7 +114,10 @@ def join_url(base: str, svc: ChannelService) -> str:
     return f"{base}/referee/{svc.name}?pin={svc.pin}"
 
 
+@functools.lru_cache(maxsize=16)
 def qr_svg(text: str) -> bytes:
+    """The QR code of `text` (the join link): 50-100 ms of pure Python to draw, on the event
+    loop, so each link is drawn once (a console reloads it at every visit)."""
     import qrcode
     import qrcode.image.svg
 

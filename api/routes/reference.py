@@ -23,16 +23,23 @@ async def health(h: HallDep) -> dict[str, Any]:
     """Per channel: the output, `audio` ("ok", "no_device", "fault: ..."), clients, dropped
     clients, the runtime task, the fan-out lag."""
     return {"status": "ok",
+            "event_loop": h.loop_watch.report(),
+            "render_waits": [{"clip": k, "ms": round(w * 1000, 1)}
+                             for k, w in getattr(h.voice, "waits", [])[-20:]],
             "channels": {n: {"output": s.audio,
+                             "output_stats": s.output_stats(),
                              "audio": s.runtime.state().get("audio") if s.runtime else None,
                              "journal": s.runtime.state().get("journal") if s.runtime
                              else None,
                              "fault": s.runtime.fault if s.runtime else None,
                              "clients": len(s.hub.clients),
+                             "direct_clients": sum(c.transport is not None
+                                                   for c in s.hub.clients),
                              "runtime": "running" if s.runtime and s.runtime.running
                              else "stopped",
                              "dropped_clients": s.hub.dropped,
-                             "fanout_lag_ms": s.hub.lag_ms()}
+                             "fanout_lag_ms": s.hub.lag_ms(),
+                             "recent_publishes": list(s.hub.published)}
                          for n, s in h.channels.items()}}
 
 

@@ -21,6 +21,7 @@ from ..auth import Auth, Principal, Role
 from ..deps import token_of, view
 from ..errors import ApiError
 from ..hall import ChannelService, Hall
+from ..hub import direct_transport
 from ..protocol import CLIENT, HoldMessage, Ping, Sync
 from .holds import hold_target
 
@@ -60,7 +61,8 @@ async def ws(websocket: WebSocket, ch: str) -> None:
     client = svc.hub.add(websocket.send_text, websocket.close,
                          operator=p.role is Role.OPERATOR,
                          referee=p.referee if p.channel == ch else None, name=p.name,
-                         speaker=speaker)
+                         speaker=speaker,
+                         transport=direct_transport(websocket._send))
     svc.hub.send_to(client, {"type": "hello", "role": p.role.value, "referee": p.referee,
                              "channel": ch})
     svc.hub.send_to(client, {"type": "state", **view(svc, p)})

@@ -32,6 +32,7 @@
     poemCount: $("poem-count"), poemsClear: $("poems-clear"), volume: $("volume"),
     volumeOut: $("volume-out"), speakers: $("speakers"), speakerUrl: $("speaker-url"),
     kimarijiList: $("kimariji-list"), kimarijiChanged: $("kimariji-changed"),
+    underruns: $("underruns"), render: $("render"), renderBar: $("render-bar"),
   };
 
   let token = null;
@@ -487,6 +488,17 @@
     // said next to 開始, in the page's language: a match started now is heard by no one
     ui.audioWarning.hidden = !missing;
     ui.audioWarning.textContent = missing ? t("no_device_warning") : "";
+    const st = s && s.output_stats;
+    ui.underruns.textContent = st ? t("underruns_value", { n: st.underruns, late: st.late_clips }) : "";
+    ui.underruns.className = st && (st.underruns || st.late_clips) ? "bad" : "good";
+    const r = s && s.render;
+    ui.renderBar.hidden = !r;
+    ui.renderBar.max = r ? Math.max(1, r.total) : 1;
+    ui.renderBar.value = r ? r.done : 0;
+    ui.render.textContent = !r ? "" : r.error ? t("render_failed", { detail: r.error })
+      : r.done >= r.total ? t("render_done", { total: r.total })
+      : t("render_value", { done: r.done, total: r.total });
+    ui.render.className = r && r.error ? "bad" : "";
   }
 
   const noDevice = () => !!state && state.audio === "no_device";

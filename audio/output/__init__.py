@@ -1,0 +1,1 @@
+"""Outputs that live outside the web server's process (see `audio.output.process`)."""

@@ -1,0 +1,83 @@
+"""The hub's direct path (api/hub.py): frames written straight to transports, one frame per
+audience, and a phone that stops reading dropped by the number of states it left unsent."""
+
+import asyncio
+
+from websockets.frames import Frame, Opcode
+from websockets.streams import StreamReader
+
+from api.hub import FLOW_HIGH_WATER, Hub, text_frame
+
+
+class FakeTransport:
+    """A transport whose peer reads nothing after `reads` bytes: the rest stays buffered."""
+
+    def __init__(self, reads: int | None = None) -> None:
+        self.data = bytearray()
+        self.reads = reads
+        self.closing = False
+        self.aborted = False
+
+    def write(self, b: bytes) -> None:
+        self.data += b
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def get_write_buffer_size(self) -> int:
+        return 0 if self.reads is None else max(0, len(self.data) - self.reads)
+
+    def abort(self) -> None:
+        self.aborted = self.closing = True
+
+
+def frames(data: bytes) -> list[str]:
+    reader = StreamReader()
+    reader.feed_data(bytes(data))
+    reader.feed_eof()
+    out = []
+    while reader.buffer:
+        gen = Frame.parse(reader.read_exact, mask=False)
+        try:
+            while True:
+                next(gen)
+        except StopIteration as stop:
+            f = stop.value
+        assert f.opcode is Opcode.TEXT and f.fin
+        out.append(f.data.decode())
+    return out
+
+
+def test_text_frames_parse_at_every_length_class():
+    for n in (0, 125, 126, 65535, 65536, 200_000):
+        text = "読" * (n // 3) + "x" * (n % 3)
+        assert frames(text_frame(text)) == [text]
+
+
+async def test_every_client_gets_the_same_bytes_and_a_stopped_reader_is_dropped():
+    hub = Hub(queue_size=4)
+    closed: list[int] = []
+
+    async def send(_t: str) -> None:
+        raise AssertionError("the direct path never sends through ASGI")
+
+    async def close(code: int, _r: str) -> None:
+        closed.append(code)
+
+    reading, stalled, op = FakeTransport(), FakeTransport(reads=0), FakeTransport()
+    a = hub.add(send, close, operator=False, transport=reading)  # type: ignore[arg-type]
+    b = hub.add(send, close, operator=False, transport=stalled)  # type: ignore[arg-type]
+    hub.add(send, close, operator=True, transport=op)  # type: ignore[arg-type]
+    pad = "p" * (FLOW_HIGH_WATER // 4)  # 4 states fill the flow-control allowance
+    for seq in range(12):
+        hub.publish({"seq": seq, "pin": "1234", "pad": pad}, {"seq": seq, "pad": pad})
+    await asyncio.sleep(0)
+    got = frames(reading.data)
+    assert len(got) == 12 and all('"pin"' not in m for m in got)
+    assert all('"pin":"1234"' in m for m in frames(op.data))
+    assert stalled.data == reading.data[: len(stalled.data)]  # the very same frames
+    # the stalled phone had more than 4 states unsent beyond the allowance: dropped and cut
+    assert b not in hub.clients and a in hub.clients and hub.dropped == 1
+    assert len(frames(stalled.data)) < 12
+    await asyncio.sleep(0.05)
+    assert closed == [1013] and stalled.aborted
