@@ -251,8 +251,8 @@ def test_fuzz_ran_enough_cases_and_the_reader_survived(server, sockets):
     assert ws_calls["n"] >= WS_EXAMPLES, ws_calls
     assert ws_calls["replies"].get("bad_message", 0) > 0, "no invalid message was drawn"
     assert ws_calls["replies"].get("state", 0) > 0, "no valid hold was drawn"
-    for c in sockets.conns:  # every socket is still open and answers
-        assert sockets.exchange(c, '{"type":"ping"}') == []
+    for c in sockets.conns:  # every socket is still open and answers (states may pass by)
+        assert [r for r in sockets.exchange(c, '{"type":"ping"}') if r != "state"] == []
     health = httpx2.get(f"{server.base}/api/health").json()
     assert all(ch["runtime"] == "running" for ch in health["channels"].values()), health
     assert server.proc.poll() is None
