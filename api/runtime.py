@@ -477,10 +477,11 @@ class ChannelRuntime:
         reason = f"{type(e).__name__}: {e}"
         if len(reason) > 300:
             reason = reason[:297] + "..."
-        log.error("channel %s: %s failed: %s", self.name,
-                  "planning" if item is None else event_name(item)
-                  if not isinstance(item, PrepareMatch | AudioFault) else type(item).__name__,
-                  reason, exc_info=None if isinstance(e, AudioError | ReaderError) else e)
+        what = ("planning" if item is None
+                else type(item).__name__ if isinstance(item, PrepareMatch | AudioFault | RenderGate)
+                else event_name(item))
+        log.error("channel %s: %s failed: %s", self.name, what, reason,
+                  exc_info=None if isinstance(e, AudioError | ReaderError) else e)
         self.fault = reason
         engine = self.engine
         try:

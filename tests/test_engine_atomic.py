@@ -87,7 +87,6 @@ def test_a_failed_call_changes_nothing_and_the_match_goes_on_as_if_it_never_happ
 
 
 def test_the_property_above_met_failures():
-    print("failed calls:", len(FAILED_CALLS))
     assert len(FAILED_CALLS) >= 10, FAILED_CALLS
 
 
