@@ -8,7 +8,6 @@ item on the channel's inbox, and return the state it produced. Errors are JSON:
 
 from __future__ import annotations
 
-import gc
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
@@ -22,6 +21,7 @@ from reader.config import Config, VoiceConfig
 from .auth import Auth
 from .desk import Desk
 from .errors import ApiError, install_handlers
+from .gcpolicy import GcPolicy
 from .guards import BodyLimit, HostCheck, SecurityHeaders
 from .hall import Hall, SinkFactory, default_sink
 from .routes import (
@@ -89,6 +89,18 @@ def hall_voice(config: Config) -> tuple[VoiceLike, RenderPool | None]:
     return PooledVoice(config.voice, config.audio.rate, pool, local), pool
 
 
+def warm_routes(app: FastAPI) -> None:
+    """Build every included router's routes now, at start-up. FastAPI (0.16x) builds them on
+    the first request that reaches each router, generating its pydantic schemas: 50-80 ms on
+    the event loop in the middle of a match (a hold waits meanwhile). Older versions built them
+    when the router was included; there is nothing to do then."""
+    for route in app.router.routes:
+        for name in ("effective_candidates", "effective_low_priority_routes"):
+            build = getattr(route, name, None)
+            if callable(build):
+                build()
+
+
 def create_app(
     config: Config,
     *,
@@ -141,16 +153,18 @@ def create_app(
             if pool is not None:
                 pool.close()
             raise
-        # what start-up made lives as long as the server: keep the collector from scanning it
-        # again (a full collection with 200 phones connected held the loop 47-93 ms)
-        gc.collect()
-        gc.freeze()
+        # what start-up made lives as long as the server: the collector never walks it again,
+        # and full collections wait for a moment when no match is being read (api/gcpolicy)
+        warm_routes(app)
+        app.state.gc = GcPolicy(hall.at_rest)
+        app.state.gc.start()
         hall.loop_watch.start()  # from here on a late wake-up is a request's (or a render's)
         if on_ready is not None:
             on_ready(hall, auth.operator_token, auth.generated)
         try:
             yield
         finally:
+            await app.state.gc.stop()
             await desk.stop()
             await hall.stop()
             if pool is not None:

@@ -410,6 +410,11 @@ class Hall:
             rt.recover()
             svc.on_state(rt.state())
 
+    def at_rest(self) -> bool:
+        """No channel is reading: nothing it does now can be late (the garbage collector's
+        moment, api/gcpolicy)."""
+        return all(svc.runtime is None or svc.runtime.at_rest for svc in self.channels.values())
+
     async def stop(self) -> None:
         await self.loop_watch.stop()
         for svc in self.channels.values():

@@ -404,6 +404,11 @@ class ChannelRuntime:
         return self._match_clock
 
     @property
+    def at_rest(self) -> bool:
+        """No match, or one that is not being read (ready, finished, closed, aborted)."""
+        return self.engine is None or self.engine.phase in ENDED
+
+    @property
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
 

@@ -429,6 +429,9 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 def migrate(engine: Engine, revision: str = "head") -> None:
     """Bring the schema to `revision` with the migrations shipped in this package."""
+    # alembic says at INFO what it loads and does, a dozen lines at every start: only its
+    # warnings belong in the hall's log
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     from alembic import command
     from alembic.config import Config as AlembicConfig
 
