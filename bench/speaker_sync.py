@@ -67,8 +67,17 @@ def main() -> None:
             server.stop()
 
 
+_clients: dict[str, httpx2.Client] = {}
+
+
 def api(server: Server, method: str, path: str, **kw: Any) -> dict[str, Any]:
-    r = httpx2.request(method, server.base + path, headers=server.op, timeout=30, **kw)
+    # one connection per server: a new client costs tens of ms before its first byte, which
+    # is not the hold's time to silence
+    c = _clients.get(server.base)
+    if c is None:
+        c = _clients[server.base] = httpx2.Client(base_url=server.base, headers=server.op,
+                                                   timeout=30)
+    r = c.request(method, path, **kw)
     r.raise_for_status()
     out: dict[str, Any] = r.json()
     return out
