@@ -15,7 +15,7 @@ from .serverproc import Server
 pytestmark = pytest.mark.server
 
 TOKEN = "recovery-operator-token-0123456789"
-KILLS = 12  # each of the eight moments at least once, four of them twice
+KILLS = 8  # each of the eight moments once
 
 
 def journal_files(tmp):
