@@ -355,6 +355,7 @@ class Hall:
         self.clips: ClipStore | None = None
         self.channels: dict[str, ChannelService] = {}
         self.loop_watch = LoopWatch()
+        self.scheduling = "as started"  # what `yomite serve` set the event loop's thread to
         digits = config.server.security.pin_digits
         refs = config.server.referees
         for ch in config.server.channels:

@@ -285,6 +285,9 @@ class ServerConfig(Frozen):
     hold_debounce_ms: float = Field(0.0, ge=0, le=5000)
     speakers: SpeakersConfig = SpeakersConfig()
     nice: int = Field(-10, ge=-20, le=19)
+    # The event loop's thread real-time (SCHED_RR at this priority) where allowed, below the
+    # audio process (4) and the sound server; 0: ordinary scheduling at `nice`.
+    realtime_priority: int = Field(1, ge=0, le=3)
 
     @field_validator("channels")
     @classmethod

@@ -23,7 +23,7 @@ async def health(h: HallDep, request: Request) -> dict[str, Any]:
     """Per channel: the output, `audio` ("ok", "no_device", "fault: ..."), clients, dropped
     clients, the runtime task, the fan-out lag."""
     return {"status": "ok",
-            "event_loop": h.loop_watch.report(),
+            "event_loop": {**h.loop_watch.report(), "scheduling": h.scheduling},
             "gc": gc.report() if (gc := getattr(request.app.state, "gc", None)) else None,
             "render_waits": [{"clip": k, "ms": round(w * 1000, 1)}
                              for k, w in getattr(h.voice, "waits", [])[-20:]],

@@ -1,0 +1,64 @@
+"""The event loop of `yomite serve` runs real-time where allowed, and nothing it starts later
+inherits that: a real server, its threads and its processes read from /proc."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import httpx2
+
+from tests.serverproc import Server
+
+TOKEN = "scheduling-operator-token-0123456789"
+
+
+def policy(tid: int) -> int:
+    return os.sched_getscheduler(tid) & ~os.SCHED_RESET_ON_FORK
+
+
+def threads(pid: int) -> list[int]:
+    return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+
+
+def children(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def test_the_event_loop_runs_realtime_and_what_it_starts_does_not(tmp_path: Path) -> None:
+    cfg = {"voice": {"engine": "openjtalk", "cache_dir": str(tmp_path / "cache")},
+           "audio": {"output": "null", "render_workers": 1},
+           "server": {"realtime_priority": 1}}
+    s = Server(tmp_path, cfg, TOKEN).start()
+    try:
+        pid = s.proc.pid if s.proc else 0
+        with httpx2.Client(base_url=s.base, headers=s.op, timeout=10) as c:
+            sched = c.get("/api/health").json()["event_loop"]["scheduling"]
+            before = set(threads(pid))
+            # pages, and work the loop hands to a thread pool whose threads it makes now
+            for path in ("/console", "/static/console.js", "/api/voices", "/api/devices"):
+                assert c.get(path).status_code == 200, path
+        allowed = os.geteuid() == 0  # root here and in CI; elsewhere it says so and runs
+        if allowed:
+            assert sched == "realtime 1", sched
+            assert policy(pid) == os.SCHED_RR
+            assert os.sched_getscheduler(pid) & os.SCHED_RESET_ON_FORK, "children would inherit"
+            assert os.sched_getparam(pid).sched_priority == 1
+        else:
+            assert sched.startswith("nice "), sched
+            assert policy(pid) == os.SCHED_OTHER
+        later = set(threads(pid)) - before
+        for tid in set(threads(pid)) - {pid}:
+            assert policy(tid) == os.SCHED_OTHER, f"thread {tid} inherited the loop's policy"
+        kids = children(pid)
+        workers = [k for k in kids
+                   if b"audio.renderpool" in Path(f"/proc/{k}/cmdline").read_bytes()]
+        assert workers, f"no render worker among {kids}"
+        for k in workers:
+            assert policy(k) == os.SCHED_OTHER
+            assert os.getpriority(os.PRIO_PROCESS, k) == 2, "render workers run at nice 2"
+        assert later, "no thread was made after start-up: the check below would miss them"
+    finally:
+        s.stop()
