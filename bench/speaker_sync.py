@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import numpy as np
 from playwright.sync_api import sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -151,6 +152,14 @@ def report(schedule: ScheduleLog, clips: ClipAudio, tmap: TimelineMap, caps: lis
             if end is not None:
                 stops.append((end - th) * 1000)
         st = stats[i]
+        # a slow trend is the instrument's clock (the capture times frames at a nominal 48 kHz
+        # of CLOCK_MONOTONIC; the null sink's clock runs ~160 ppm off it): shown, and removed
+        ts = [r[0] for r in rows if r[1][i] is not None]
+        slope, icpt = np.polyfit(ts, err, 1) if len(err) > 2 else (0.0, 0.0)
+        flat = [x - (slope * t + icpt) for t, x in zip(ts, err, strict=True)]
+        print(f"  {name}: onset error trend {slope * 1e3:+.0f} ppm over {ts[-1] - ts[0]:.0f} s "
+              f"from {slope * ts[0] + icpt:+.2f} ms at the first clip; around it p1..p99 "
+              f"{pct(flat, 1):+.2f}..{pct(flat, 99):+.2f} ms")
         print(f"  {name}: onset error p50 {pct(err, 50):+.2f} ms, p1..p99 {pct(err, 1):+.2f}.."
               f"{pct(err, 99):+.2f} ms (missed {len(rows) - len(err)}); gap error |p50| "
               f"{pct([abs(g) for g in gaps], 50):.2f} p99 {pct([abs(g) for g in gaps], 99):.2f} "
