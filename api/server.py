@@ -91,7 +91,7 @@ class RedactSecrets(logging.Filter):
 def realtime_loop(priority: int) -> str:
     """Make the calling thread (the event loop's) SCHED_RR at `priority` where allowed, with
     SCHED_RESET_ON_FORK: threads and processes it starts later get ordinary scheduling. Under
-    two busy cores a nice -10 loop still woke up to 50 ms late (measured in the full-hall
+    two busy cores a nice -10 loop still woke 50-290 ms late (measured in the full-hall
     bench); a real-time one runs the moment a referee's message arrives. Returns what the
     thread now runs at, for /api/health."""
     if priority > 0 and hasattr(os, "sched_setscheduler"):
