@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import random
 import re
 import statistics
 import subprocess
@@ -116,9 +117,13 @@ async def one_round(uri: str, trigger: Callable[[], Any], n: int, holds: int,
     await asyncio.wait_for(ready.wait(), 120)
     sent: dict[str, float] = {}
     async with contextlib.asynccontextmanager(trigger)() as (hold, release):
+        rng = random.Random(n)
         for k in range(holds):
             rid = f"bench{n}-{k}"
-            await asyncio.sleep(1.0)
+            # a random moment, not exactly the 1.0 s resume lead-in after the last release:
+            # then the hold's state met the restarted verse's in the same instant, and the
+            # figure was two publications' fan-out, not one
+            await asyncio.sleep(rng.uniform(1.3, 2.0))
             sent[rid] = time.monotonic()
             await hold(rid)
             await asyncio.sleep(0.5)
