@@ -77,17 +77,45 @@ class Client:
 Trigger = tuple[Callable[[str], Awaitable[None]], Callable[[], Awaitable[None]]]
 
 
+TRIGGER = """
+import sys, httpx2
+with httpx2.Client(base_url=sys.argv[1], timeout=30,
+                   headers={"Authorization": "Bearer " + sys.argv[2]}) as c:
+    for line in sys.stdin:
+        cmd, _, rid = line.strip().partition(" ")
+        if cmd == "hold":  # the operator raises a hand in the referee's name
+            c.put(f"/api/channels/main/holds/{rid}")
+        else:
+            c.post("/api/channels/main/match/resume")
+        print("ok", flush=True)
+"""
+
+
 async def yomite_trigger(server: Server) -> AsyncIterator[Trigger]:
-    async with httpx2.AsyncClient(base_url=server.base, timeout=30,
-                                  headers={"Authorization": f"Bearer {TOKEN}"}) as http:
-        async def hold(rid: str) -> None:
-            # the operator raises a hand in the referee's name: the same path as a referee's
-            await http.put(f"/api/channels/main/holds/{rid}")
+    """The holds come from a process of their own: their HTTP answers (the operator's whole
+    state) would otherwise be read in the clients' event loop, as the floor's tiny ack is not."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", TRIGGER, server.base, TOKEN,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    stdin, stdout = proc.stdin, proc.stdout
 
-        async def release() -> None:
-            await http.post("/api/channels/main/match/resume")
+    async def send(line: str) -> None:
+        stdin.write(line.encode() + b"\n")
+        await stdin.drain()
+        assert (await stdout.readline()).strip() == b"ok"
 
+    async def hold(rid: str) -> None:
+        await send(f"hold {rid}")
+
+    async def release() -> None:
+        await send("release")
+
+    try:
         yield hold, release
+    finally:
+        stdin.close()
+        await proc.wait()
 
 
 async def floor_trigger(port: int, published: dict[int, float]) -> AsyncIterator[Trigger]:
