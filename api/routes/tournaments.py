@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -367,17 +368,24 @@ async def pair(tid: str, request: Request, _p: Op, body: Blocks | None = None
     at = now_iso()
 
     def make(t: Tournament) -> list[ops.Change]:
-        names = body.blocks if body and body.blocks else [b.name for b in t.blocks]
         if not t.blocks:
             raise Conflict("draw the blocks first", "")
-        out: list[ops.Change] = []
-        for name in names:
-            ch = ops.pair_next(t, name, at)
-            out.append(ch)
-            t = ops.apply(t, ch)
-        return out
+        return _pair_each(t, body, ops.pair_next, at)
 
     return _view(d, await d.changes(tid, make))
+
+
+def _pair_each(t: Tournament, body: Blocks | None,
+               pair: Callable[[Tournament, str, str], ops.Change], at: str) -> list[ops.Change]:
+    """One pairing change per named block (every block by default), each applied before the
+    next block is paired."""
+    names = body.blocks if body and body.blocks else [b.name for b in t.blocks]
+    out: list[ops.Change] = []
+    for name in names:
+        ch = pair(t, name, at)
+        out.append(ch)
+        t = ops.apply(t, ch)
+    return out
 
 
 @router.post("/{tid}/final", summary="Pair the finals (top two of each block)",
@@ -388,13 +396,7 @@ async def final(tid: str, request: Request, _p: Op, body: Blocks | None = None
     at = now_iso()
 
     def make(t: Tournament) -> list[ops.Change]:
-        names = body.blocks if body and body.blocks else [b.name for b in t.blocks]
-        out: list[ops.Change] = []
-        for name in names:
-            ch = ops.pair_final(t, name, at)
-            out.append(ch)
-            t = ops.apply(t, ch)
-        return out
+        return _pair_each(t, body, ops.pair_final, at)
 
     return _view(d, await d.changes(tid, make))
 
