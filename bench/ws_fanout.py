@@ -3,13 +3,16 @@ every client's receive time of the new state is taken. Prints p50/p99 of the not
 per N, and checks that at every client the sequence numbers arrived contiguous and in order,
 while a real match runs (estimate voice, no sound) with holds every few seconds.
 
-The floor, in the same run and with the same clients: a bare `websockets` server (its own
+The floor, in the same run and with the same client code: a bare `websockets` server (its own
 process) that broadcasts a message of the same size as yomite's public state with
 `websockets.broadcast` when a control socket asks it to. yomite's figure includes what the
 floor's does not (an HTTP request, the engine, the journal, two audiences); the ratio is
-yomite's p50/p99 over the floor's.
+yomite's p50/p99 over the floor's. Each round's clients run in a fresh process (see
+`warm_allocator`), so neither round inherits the other's state, and the rounds of the two
+servers alternate (`--rounds`, 3 each by default): on this noisy machine one round against one
+moves the ratio by 10-20 %, as large as what is measured.
 
-    .venv/bin/python bench/ws_fanout.py [--clients 100,500,1000] [--holds 10]
+    .venv/bin/python bench/ws_fanout.py [--clients 100,500,1000] [--holds 10] [--rounds 3]
 
 A figure, not a test: this machine has 2 cores shared by the server and all the clients.
 """
@@ -91,11 +94,11 @@ with httpx2.Client(base_url=sys.argv[1], timeout=30,
 """
 
 
-async def yomite_trigger(server: Server) -> AsyncIterator[Trigger]:
+async def yomite_trigger(base: str) -> AsyncIterator[Trigger]:
     """The holds come from a process of their own: their HTTP answers (the operator's whole
     state) would otherwise be read in the clients' event loop, as the floor's tiny ack is not."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", TRIGGER, server.base, TOKEN,
+        sys.executable, "-c", TRIGGER, base, TOKEN,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
     assert proc.stdin is not None and proc.stdout is not None
     stdin, stdout = proc.stdin, proc.stdout
@@ -172,15 +175,20 @@ async def one_round(uri: str, trigger: Callable[[], Any], n: int, holds: int,
                 # from the publication when the server says when it was (same machine, same
                 # monotonic clock), else from the request
                 lat.append((t - pub.get(seq, t0)) * 1000)
-    lat.sort()
+    return {"clients": n, "lat": lat, "expected": n * holds, "contiguous_clients": contiguous}
+
+
+def summary(rounds: list[dict[str, Any]]) -> dict[str, float]:
+    """p50/p99/max over every sample of the rounds, and what arrived whole."""
+    lat = sorted(x for r in rounds for x in r["lat"])
     return {
-        "clients": n,
+        "clients": rounds[0]["clients"],
         "samples": len(lat),
-        "expected": n * holds,
+        "expected": sum(r["expected"] for r in rounds),
         "p50_ms": statistics.median(lat) if lat else float("nan"),
         "p99_ms": lat[int(0.99 * (len(lat) - 1))] if lat else float("nan"),
         "max_ms": lat[-1] if lat else float("nan"),
-        "contiguous_clients": contiguous,
+        "contiguous_clients": sum(r["contiguous_clients"] for r in rounds),
     }
 
 
@@ -230,22 +238,79 @@ def start_floor(size: int) -> tuple[subprocess.Popen[str], int]:
 
 
 def row(name: str, r: dict[str, float], n: int, srv: dict[str, float] | None,
-        floor: dict[str, float] | None) -> str:
+        floor: dict[str, float] | None, rounds: int = 1) -> str:
     s = srv or {"p50": float("nan"), "p99": float("nan"), "max": float("nan")}
     ratio = (f"{r['p50_ms'] / floor['p50_ms']:>5.2f}x {r['p99_ms'] / floor['p99_ms']:>5.2f}x"
              if floor else f"{'':>6} {'':>6}")
     return (f"{n:>8} {name:>7} {r['p50_ms']:>7.1f} {r['p99_ms']:>7.1f} {r['max_ms']:>7.1f} | "
             f"{s['p50']:>7.1f} {s['p99']:>7.1f} {s['max']:>7.1f} | {ratio} | "
-            f"{r['samples']:>5}/{r['expected']:<5} {r['contiguous_clients']:>5}/{n}")
+            f"{r['samples']:>5}/{r['expected']:<5} {r['contiguous_clients']:>5}/{n * rounds}")
+
+
+def warm_allocator() -> None:
+    """Put the clients' malloc where a long-running process's is.
+
+    asyncio reads every socket into a fresh 256 KiB buffer and shrinks it to what came. Under
+    glibc's first mmap threshold (128 KiB) each such read is an mmap, an mremap and later a
+    munmap: 2.5 ms more per 100 messages here (perf in the clients' windows). glibc raises the
+    threshold once an mmapped block above it is freed; when both rounds shared one process that
+    happened by chance between them, and whichever server was measured second got the cheap
+    reads (yomite, measured first, looked 1.6x the floor at 100 clients). Each round now has
+    its clients in a fresh process of their own, and this one free first."""
+    block = bytearray(1 << 20)
+    del block
+
+
+def run_clients(kind: str, target: str, n: int, holds: int) -> dict[str, Any]:
+    """One round's clients, in a process of their own (see warm_allocator): `target` is
+    yomite's base URL or the floor's port."""
+    proc = subprocess.run([sys.executable, __file__, "--clients-of", kind, "--target", target,
+                           "--clients", str(n), "--holds", str(holds)],
+                          stdout=subprocess.PIPE, text=True, check=True)
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def clients_main(kind: str, target: str, n: int, holds: int) -> None:
+    warm_allocator()
+    if kind == "yomite":
+        base = target
+
+        def published() -> dict[int, float]:
+            ch = httpx2.get(f"{base}/api/health").json()["channels"]["main"]
+            return {int(q): float(t) for q, t in ch["recent_publishes"]}
+
+        port = base.rsplit(":", 1)[1]
+        r = asyncio.run(one_round(f"ws://127.0.0.1:{port}/ws/channels/main",
+                                  functools.partial(yomite_trigger, base), n, holds,
+                                  published))
+    else:
+        pub: dict[int, float] = {}
+        r = asyncio.run(one_round(f"ws://127.0.0.1:{target}/",
+                                  functools.partial(floor_trigger, int(target), pub), n,
+                                  holds, pub.copy))
+    print(json.dumps(r))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clients", default="100,500,1000")
     ap.add_argument("--holds", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds of each server per N, their order alternating; the figures "
+                    "are over every sample of every round")
+    ap.add_argument("--against-itself", action="store_true",
+                    help="the floor in yomite's seat too: how far apart two equal servers come")
+    ap.add_argument("--floor-first", action="store_true",
+                    help="start each N with the floor (the order must not matter)")
     ap.add_argument("--floor-server", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--floor-size", type=int, default=1000, help=argparse.SUPPRESS)
+    ap.add_argument("--clients-of", choices=("yomite", "floor"), help=argparse.SUPPRESS)
+    ap.add_argument("--target", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.clients_of:
+        clients_main(a.clients_of, a.target, int(a.clients), a.holds)
+        return
     if a.floor_server:
         # the floor gets what `yomite serve` takes (server.nice, server.realtime_priority):
         # the same scheduling, so the ratio compares the servers, not their priorities
@@ -260,49 +325,80 @@ def main() -> None:
         return
     print("state published -> received by every client (the clients share the 2 cores) and, from"
           "\nthe server's own clock, published -> written to every socket (ms); the floor is a"
-          "\nbare websockets broadcast of a message of the same size; ratio = yomite / floor")
+          "\nbare websockets broadcast of a message of the same size; ratio = yomite / floor;"
+          f"\n{a.rounds} rounds of each per N, alternating, each round's clients in a fresh"
+          "\nprocess; server = the median of the rounds' own figures")
     print(f"{'clients':>8} {'server':>7} {'p50':>7} {'p99':>7} {'max':>7} | {'srv p50':>7} "
           f"{'srv p99':>7} {'srv max':>7} | {'ratio p50 p99':>13} | {'samples':>11} "
           f"{'contiguous':>11}")
     for n in (int(x) for x in a.clients.split(",")):
-        with tempfile.TemporaryDirectory() as tmp:  # a fresh server per N: its own figures
-            server = Server(Path(tmp), {
-                "match": {"memorise_s": 5, "cards": 17},
-                "voice": {"engine": "estimate"},
-                "audio": {"output": "null"},
-                "server": {"client_queue": 256},
-            }, TOKEN).start()
-            try:
-                with httpx2.Client(base_url=server.base,
-                                   headers={"Authorization": f"Bearer {TOKEN}"}) as c:
-                    c.post("/api/channels/main/match", json={"seed": 1})
-                    c.post("/api/channels/main/match/start")
-                    size = len(json.dumps({"type": "state", **c.get(
-                        "/api/channels/main", headers={}).json()}, ensure_ascii=False,
-                        separators=(",", ":")).encode())
-                uri = f"ws://127.0.0.1:{server.port}/ws/channels/main"
-                trig = functools.partial(yomite_trigger, server)
+        ys: list[dict[str, Any]] = []
+        fs: list[dict[str, Any]] = []
+        srvs: list[dict[str, float]] = []
+        size = 0
+        for k in range(a.rounds):
+            # the order alternates from round to round: a drift of the machine (or anything
+            # one round leaves behind) falls on both servers alike
+            if a.against_itself:  # the measurement's own noise: the floor in both seats
+                size = size or yomite_round(n, 0, measure_only=True)[2]
+                fs.append(floor_round(n, a.holds, size))
+                r, srv = floor_round(n, a.holds, size), None
+            elif (k % 2 == 1) != a.floor_first:
+                size = yomite_round(n, 0, measure_only=True)[2]
+                fs.append(floor_round(n, a.holds, size))
+                r, srv, _ = yomite_round(n, a.holds)
+            else:
+                r, srv, size = yomite_round(n, a.holds)
+                fs.append(floor_round(n, a.holds, size))
+            ys.append(r)
+            if srv:
+                srvs.append(srv)
+        f, y = summary(fs), summary(ys)
+        srv_mid = ({k: statistics.median(s[k] for s in srvs) for k in ("p50", "p99", "max")}
+                   if srvs else None)
+        each = " ".join(f"{summary([yr])['p50_ms'] / summary([fr])['p50_ms']:.2f}"
+                        for yr, fr in zip(ys, fs, strict=True))
+        print(row("floor", f, n, None, None, a.rounds), flush=True)
+        second = "floor" if a.against_itself else "yomite"
+        print(row(second, y, n, srv_mid, f, a.rounds) + f"   p50 ratio by round: {each}",
+              flush=True)
 
-                def published(base: str = server.base) -> dict[int, float]:
-                    ch = httpx2.get(f"{base}/api/health").json()["channels"]["main"]
-                    return {int(q): float(t) for q, t in ch["recent_publishes"]}
-
-                r = asyncio.run(one_round(uri, trig, n, a.holds, published))
-                srv = httpx2.get(f"{server.base}/api/health").json()["channels"]["main"][
-                    "fanout_lag_ms"]
-            finally:
-                server.stop()
-        proc, port = start_floor(size)
+def yomite_round(n: int, holds: int, measure_only: bool = False
+                 ) -> tuple[dict[str, float], dict[str, float] | None, int]:
+    """N clients on a fresh yomite server (its own figures) with a match running; also the size
+    of its public state, the floor's message size."""
+    with tempfile.TemporaryDirectory() as tmp:
+        server = Server(Path(tmp), {
+            "match": {"memorise_s": 5, "cards": 17},
+            "voice": {"engine": "estimate"},
+            "audio": {"output": "null"},
+            "server": {"client_queue": 256},
+        }, TOKEN).start()
         try:
-            pub: dict[int, float] = {}
-            trig = functools.partial(floor_trigger, port, pub)
-            f = asyncio.run(one_round(f"ws://127.0.0.1:{port}/", trig, n, a.holds,
-                                      pub.copy))
+            with httpx2.Client(base_url=server.base,
+                               headers={"Authorization": f"Bearer {TOKEN}"}) as c:
+                c.post("/api/channels/main/match", json={"seed": 1})
+                c.post("/api/channels/main/match/start")
+                size = len(json.dumps({"type": "state", **c.get(
+                    "/api/channels/main", headers={}).json()}, ensure_ascii=False,
+                    separators=(",", ":")).encode())
+            if measure_only:
+                return {}, None, size
+            r = run_clients("yomite", server.base, n, holds)
+            srv = httpx2.get(f"{server.base}/api/health").json()["channels"]["main"][
+                "fanout_lag_ms"]
+            return r, srv, size
         finally:
-            proc.kill()
-            proc.wait()
-        print(row("floor", f, n, None, None), flush=True)
-        print(row("yomite", r, n, srv, f), flush=True)
+            server.stop()
+
+
+def floor_round(n: int, holds: int, size: int) -> dict[str, float]:
+    proc, port = start_floor(size)
+    try:
+        return run_clients("floor", str(port), n, holds)
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 if __name__ == "__main__":
