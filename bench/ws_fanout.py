@@ -4,10 +4,11 @@ per N, and checks that at every client the sequence numbers arrived contiguous a
 while a real match runs (estimate voice, no sound) with holds every few seconds.
 
 The floor, in the same run and with the same client code: a bare `websockets` server (its own
-process) that broadcasts a message of the same size as yomite's public state with
-`websockets.broadcast` when a control socket asks it to. yomite's figure includes what the
-floor's does not (an HTTP request, the engine, the journal, two audiences); the ratio is
-yomite's p50/p99 over the floor's. Each round's clients run in a fresh process (see
+process) that broadcasts yomite's own public state (new seq, the hand up) with
+`websockets.broadcast` when asked by an HTTP request. Both servers' holds come from a process
+of their own that reads the answer once the clients have had the state (`QUIET_S`). yomite's
+figure includes what the floor's does not (the engine, the journal, two audiences); the ratio
+is yomite's p50/p99 over the floor's. Each round's clients run in a fresh process (see
 `warm_allocator`), so neither round inherits the other's state, and the rounds of the two
 servers alternate (`--rounds`, 3 each by default): on this noisy machine one round against one
 moves the ratio by 10-20 %, as large as what is measured.
@@ -80,25 +81,40 @@ class Client:
 Trigger = tuple[Callable[[str], Awaitable[None]], Callable[[], Awaitable[None]]]
 
 
+# The hand is raised from another device in a hall: here, a process of its own for both
+# servers, that sends the request and reads the answer only once every client has had the
+# state (QUIET_S later). Read at once, the answer (yomite's: the operator's whole state) woke
+# the sender on the cores the clients share, in the middle of what is measured.
+QUIET_S = 0.3
 TRIGGER = """
-import sys, httpx2
-with httpx2.Client(base_url=sys.argv[1], timeout=30,
-                   headers={"Authorization": "Bearer " + sys.argv[2]}) as c:
-    for line in sys.stdin:
-        cmd, _, rid = line.strip().partition(" ")
-        if cmd == "hold":  # the operator raises a hand in the referee's name
-            c.put(f"/api/channels/main/holds/{rid}")
-        else:
-            c.post("/api/channels/main/match/resume")
-        print("ok", flush=True)
+import http.client, sys, time, urllib.parse
+base, token, kind, quiet = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+u = urllib.parse.urlsplit(base)
+c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+auth = {"Authorization": "Bearer " + token}
+for line in sys.stdin:
+    cmd, _, rid = line.strip().partition(" ")
+    if kind == "floor":
+        c.request("GET", "/control?rid=" + (rid if cmd == "hold" else ""))
+    elif cmd == "hold":  # the operator raises a hand in the referee's name
+        c.request("PUT", f"/api/channels/main/holds/{rid}", headers=auth)
+    else:
+        c.request("POST", "/api/channels/main/match/resume", headers=auth)
+    time.sleep(quiet)
+    r = c.getresponse()
+    body = r.read().decode()
+    if r.status != 200:
+        sys.exit(f"{cmd}: {r.status} {body[:200]}")
+    print("ok " + (body.strip() if kind == "floor" else ""), flush=True)
 """
 
 
-async def yomite_trigger(base: str) -> AsyncIterator[Trigger]:
-    """The holds come from a process of their own: their HTTP answers (the operator's whole
-    state) would otherwise be read in the clients' event loop, as the floor's tiny ack is not."""
+async def trigger(kind: str, base: str, published: dict[int, float] | None = None
+                  ) -> AsyncIterator[Trigger]:
+    """Holds and releases through a TRIGGER process; the floor's answers say when it published
+    what (`published`)."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", TRIGGER, base, TOKEN,
+        sys.executable, "-c", TRIGGER, base, TOKEN, kind, str(QUIET_S),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
     assert proc.stdin is not None and proc.stdout is not None
     stdin, stdout = proc.stdin, proc.stdout
@@ -106,7 +122,10 @@ async def yomite_trigger(base: str) -> AsyncIterator[Trigger]:
     async def send(line: str) -> None:
         stdin.write(line.encode() + b"\n")
         await stdin.drain()
-        assert (await stdout.readline()).strip() == b"ok"
+        answer = (await stdout.readline()).decode().split()
+        assert answer[:1] == ["ok"], answer
+        if published is not None and len(answer) == 3:
+            published[int(answer[1])] = float(answer[2])
 
     async def hold(rid: str) -> None:
         await send(f"hold {rid}")
@@ -119,19 +138,6 @@ async def yomite_trigger(base: str) -> AsyncIterator[Trigger]:
     finally:
         stdin.close()
         await proc.wait()
-
-
-async def floor_trigger(port: int, published: dict[int, float]) -> AsyncIterator[Trigger]:
-    async with websockets.connect(f"ws://127.0.0.1:{port}/control") as ctl:
-        async def send(rid: str) -> None:
-            await ctl.send(rid)
-            q, t = (await ctl.recv()).split()
-            published[int(q)] = float(t)
-
-        async def release() -> None:
-            await send("")
-
-        yield send, release
 
 
 async def one_round(uri: str, trigger: Callable[[], Any], n: int, holds: int,
@@ -193,30 +199,39 @@ def summary(rounds: list[dict[str, Any]]) -> dict[str, float]:
 
 
 # ---------------------------------------------------------------------- the floor
-async def floor_server(port: int, size: int) -> None:
-    """A bare websockets broadcast: hello and a state on connect, then on each control message
-    a state of `size` bytes (with the referee named, as yomite's names the held hands)."""
+async def floor_server(port: int, template: dict[str, Any]) -> None:
+    """A bare websockets broadcast of yomite's own public state (`template`, as a viewer got it
+    from yomite): hello and the state on connect; then, on each GET /control?rid=..., the state
+    with a new seq and that referee's hand up (none for an empty rid), serialised once and
+    broadcast; the answer says when it published what."""
+    from http import HTTPStatus
+    from urllib.parse import parse_qs, urlsplit
+
     from websockets.asyncio.server import broadcast, serve
 
     clients: set[Any] = set()
+    state = json.loads(json.dumps(template))
     seq = [0]
 
-    def state(rid: str, publish: bool = True) -> str:
+    def text(rid: str, publish: bool = True) -> str:
         seq[0] += publish
-        held = f'{{"referee":"{rid}"}}' if rid else ""
-        head = f'{{"type":"state","channel":"main","seq":{seq[0]},"audio":"ok","holds":[{held}]'
-        return head + ',"pad":"' + "x" * max(0, size - len(head) - 10) + '"}'
+        state["seq"] = seq[0]
+        match = state.get("match") or {}
+        match["holds"] = [{"referee": rid, "name": rid, "since_s": 0.0}] if rid else []
+        return json.dumps(state, ensure_ascii=False, separators=(",", ":"))
+
+    def control(connection: Any, request: Any) -> Any:
+        url = urlsplit(request.path)
+        if url.path != "/control":
+            return None  # a WebSocket client
+        message = text(parse_qs(url.query).get("rid", [""])[0])
+        t = time.monotonic()
+        broadcast(clients, message)
+        return connection.respond(HTTPStatus.OK, f"{seq[0]} {t}\n")
 
     async def handler(ws: Any) -> None:
-        if ws.request.path == "/control":
-            async for rid in ws:
-                text = state(rid)
-                t = time.monotonic()
-                broadcast(clients, text)
-                await ws.send(f"{seq[0]} {t}")  # when it published what
-            return
         await ws.send('{"type":"hello"}')
-        await ws.send(state("", publish=False))
+        await ws.send(text("", publish=False))
         clients.add(ws)
         try:
             await ws.wait_closed()
@@ -224,15 +239,17 @@ async def floor_server(port: int, size: int) -> None:
             clients.discard(ws)
 
     async with serve(handler, "127.0.0.1", port, max_queue=None, compression=None,
-                     ping_interval=None):
+                     ping_interval=None, process_request=control):
         print("READY", flush=True)
         await asyncio.Future()
 
 
-def start_floor(size: int) -> tuple[subprocess.Popen[str], int]:
+def start_floor(template: dict[str, Any], tmp: str) -> tuple[subprocess.Popen[str], int]:
     port = free_port()
+    path = Path(tmp) / "template.json"
+    path.write_text(json.dumps(template, ensure_ascii=False), "utf-8")
     proc = subprocess.Popen([sys.executable, __file__, "--floor-server", str(port),
-                             "--floor-size", str(size)], stdout=subprocess.PIPE, text=True)
+                             "--floor-template", str(path)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
     return proc, port
 
@@ -282,13 +299,14 @@ def clients_main(kind: str, target: str, n: int, holds: int) -> None:
 
         port = base.rsplit(":", 1)[1]
         r = asyncio.run(one_round(f"ws://127.0.0.1:{port}/ws/channels/main",
-                                  functools.partial(yomite_trigger, base), n, holds,
+                                  functools.partial(trigger, "yomite", base), n, holds,
                                   published))
     else:
         pub: dict[int, float] = {}
         r = asyncio.run(one_round(f"ws://127.0.0.1:{target}/",
-                                  functools.partial(floor_trigger, int(target), pub), n,
-                                  holds, pub.copy))
+                                  functools.partial(trigger, "floor",
+                                                    f"http://127.0.0.1:{target}", pub),
+                                  n, holds, pub.copy))
     print(json.dumps(r))
 
 
@@ -304,7 +322,7 @@ def main() -> None:
     ap.add_argument("--floor-first", action="store_true",
                     help="start each N with the floor (the order must not matter)")
     ap.add_argument("--floor-server", type=int, help=argparse.SUPPRESS)
-    ap.add_argument("--floor-size", type=int, default=1000, help=argparse.SUPPRESS)
+    ap.add_argument("--floor-template", help=argparse.SUPPRESS)
     ap.add_argument("--clients-of", choices=("yomite", "floor"), help=argparse.SUPPRESS)
     ap.add_argument("--target", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -321,11 +339,12 @@ def main() -> None:
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, 0, -10)
         realtime_loop(1)
-        asyncio.run(floor_server(a.floor_server, a.floor_size))
+        template = json.loads(Path(a.floor_template).read_text("utf-8"))
+        asyncio.run(floor_server(a.floor_server, template))
         return
     print("state published -> received by every client (the clients share the 2 cores) and, from"
           "\nthe server's own clock, published -> written to every socket (ms); the floor is a"
-          "\nbare websockets broadcast of a message of the same size; ratio = yomite / floor;"
+          "\nbare websockets broadcast of yomite's own public state; ratio = yomite / floor;"
           f"\n{a.rounds} rounds of each per N, alternating, each round's clients in a fresh"
           "\nprocess; server = the median of the rounds' own figures")
     print(f"{'clients':>8} {'server':>7} {'p50':>7} {'p99':>7} {'max':>7} | {'srv p50':>7} "
@@ -335,21 +354,21 @@ def main() -> None:
         ys: list[dict[str, Any]] = []
         fs: list[dict[str, Any]] = []
         srvs: list[dict[str, float]] = []
-        size = 0
+        template: dict[str, Any] = {}
         for k in range(a.rounds):
             # the order alternates from round to round: a drift of the machine (or anything
             # one round leaves behind) falls on both servers alike
             if a.against_itself:  # the measurement's own noise: the floor in both seats
-                size = size or yomite_round(n, 0, measure_only=True)[2]
-                fs.append(floor_round(n, a.holds, size))
-                r, srv = floor_round(n, a.holds, size), None
+                template = template or yomite_round(n, 0, measure_only=True)[2]
+                fs.append(floor_round(n, a.holds, template))
+                r, srv = floor_round(n, a.holds, template), None
             elif (k % 2 == 1) != a.floor_first:
-                size = yomite_round(n, 0, measure_only=True)[2]
-                fs.append(floor_round(n, a.holds, size))
+                template = yomite_round(n, 0, measure_only=True)[2]
+                fs.append(floor_round(n, a.holds, template))
                 r, srv, _ = yomite_round(n, a.holds)
             else:
-                r, srv, size = yomite_round(n, a.holds)
-                fs.append(floor_round(n, a.holds, size))
+                r, srv, template = yomite_round(n, a.holds)
+                fs.append(floor_round(n, a.holds, template))
             ys.append(r)
             if srv:
                 srvs.append(srv)
@@ -364,9 +383,9 @@ def main() -> None:
               flush=True)
 
 def yomite_round(n: int, holds: int, measure_only: bool = False
-                 ) -> tuple[dict[str, float], dict[str, float] | None, int]:
-    """N clients on a fresh yomite server (its own figures) with a match running; also the size
-    of its public state, the floor's message size."""
+                 ) -> tuple[dict[str, Any], dict[str, float] | None, dict[str, Any]]:
+    """N clients on a fresh yomite server (its own figures) with a match running; also its
+    public state, the floor's message."""
     with tempfile.TemporaryDirectory() as tmp:
         server = Server(Path(tmp), {
             "match": {"memorise_s": 5, "cards": 17},
@@ -379,26 +398,27 @@ def yomite_round(n: int, holds: int, measure_only: bool = False
                                headers={"Authorization": f"Bearer {TOKEN}"}) as c:
                 c.post("/api/channels/main/match", json={"seed": 1})
                 c.post("/api/channels/main/match/start")
-                size = len(json.dumps({"type": "state", **c.get(
-                    "/api/channels/main", headers={}).json()}, ensure_ascii=False,
-                    separators=(",", ":")).encode())
+            # what a viewer gets (the client's own headers would carry the operator's token
+            # and its larger view)
+            template = {"type": "state", **httpx2.get(f"{server.base}/api/channels/main").json()}
             if measure_only:
-                return {}, None, size
+                return {}, None, template
             r = run_clients("yomite", server.base, n, holds)
             srv = httpx2.get(f"{server.base}/api/health").json()["channels"]["main"][
                 "fanout_lag_ms"]
-            return r, srv, size
+            return r, srv, template
         finally:
             server.stop()
 
 
-def floor_round(n: int, holds: int, size: int) -> dict[str, float]:
-    proc, port = start_floor(size)
-    try:
-        return run_clients("floor", str(port), n, holds)
-    finally:
-        proc.kill()
-        proc.wait()
+def floor_round(n: int, holds: int, template: dict[str, Any]) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, port = start_floor(template, tmp)
+        try:
+            return run_clients("floor", str(port), n, holds)
+        finally:
+            proc.kill()
+            proc.wait()
 
 
 if __name__ == "__main__":

@@ -519,3 +519,65 @@ def test_the_openapi_is_typed_and_the_websocket_protocol_documented(client):
             got.append(ws.receive_json())
     kinds = [SERVER.validate_python(g).type for g in got]
     assert kinds[:2] == ["hello", "state"] and {"pong", "error"} <= set(kinds)
+
+
+def test_a_request_is_answered_on_the_event_loop_alone(client, monkeypatch):
+    """Who is asking and which channel: worked out on the loop's own thread. FastAPI runs a
+    plain-`def` dependency in a worker thread, and a hold paid four such hops (a wake-up on
+    the other core and a GIL hand-over each) before it reached the engine."""
+    import threading
+
+    from api.auth import Auth
+    from api.hall import ChannelService
+
+    threads: dict[str, set[int]] = {"identify": set(), "view": set()}
+    identify, operator_view = Auth.identify, ChannelService.operator_view
+
+    def spy_identify(self, token):
+        threads["identify"].add(threading.get_ident())
+        return identify(self, token)
+
+    def spy_view(self):
+        threads["view"].add(threading.get_ident())
+        return operator_view(self)
+
+    monkeypatch.setattr(Auth, "identify", spy_identify)
+    monkeypatch.setattr(ChannelService, "operator_view", spy_view)
+    rid, ref = join(client)
+    for _ in range(3):
+        assert client.get("/api/channels/main", headers=OP).status_code == 200
+        assert client.put(f"/api/channels/main/holds/{rid}", headers=ref).status_code == 200
+        assert client.delete(f"/api/channels/main/holds/{rid}", headers=ref).status_code == 200
+    assert threads["view"] and threads["identify"] == threads["view"], threads
+
+
+def test_no_route_has_a_dependency_for_the_thread_pool():
+    """Every dependency of every route is a coroutine (see the test above): a new plain `def`
+    one would quietly bring the hops back."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import api.routes
+    from fastapi.routing import APIRoute, APIWebSocketRoute
+
+    seen, sync = 0, []
+
+    def walk(dependant):
+        nonlocal seen
+        for d in dependant.dependencies:
+            call = d.call
+            seen += 1
+            if not (inspect.iscoroutinefunction(call)
+                    or inspect.iscoroutinefunction(getattr(call, "__call__", None))):
+                sync.append(getattr(call, "__qualname__", repr(call)))
+            walk(d)
+
+    routes = 0
+    for m in pkgutil.iter_modules(api.routes.__path__):
+        router = getattr(importlib.import_module(f"api.routes.{m.name}"), "router", None)
+        for r in getattr(router, "routes", []):
+            if isinstance(r, APIRoute | APIWebSocketRoute):
+                routes += 1
+                walk(r.dependant)
+    assert routes > 50 and seen > 50 and not sync, (routes, seen, sorted(set(sync)))
