@@ -44,13 +44,11 @@ from audio.voice import make_voice
 from reader.config import VoiceConfig
 from reader.journal import read_journal, replay
 from tests.audio_capture import Capture, OwnNullSink, Recorder
+from tests.chromium import CHROMIUM, CHROMIUM_ARGS
 from tests.serverproc import Server
 
 TOKEN = "full-hall-operator-token-0123456789"
 COLORS5 = ["blue", "pink", "yellow", "green", "orange"]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
 HOLE = 96  # frames: 2 ms at 48 kHz
 RATE = 48000
 

@@ -33,11 +33,8 @@ from playwright.sync_api import Browser, Page, Playwright
 from audio.codec import decode
 
 from .audio_capture import THRESHOLD, Capture, Recorder
+from .chromium import AUDIO_ARGS, AUDIO_LAUNCH, CHROMIUM, CHROMIUM_ARGS, require_chromium
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run",
-                 "--autoplay-policy=no-user-gesture-required"]
 RATE = 48000
 
 
@@ -60,9 +57,10 @@ class SpeakerBrowser:
             ["parec", "-d", f"{self.name}.monitor", "--raw", "--latency-msec=5"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         env = {**os.environ, "PULSE_SINK": self.name}
+        require_chromium()
         self.browser: Browser = pw.chromium.launch(
-            executable_path=CHROMIUM, args=CHROMIUM_ARGS, env=env,
-            ignore_default_args=["--mute-audio"])
+            executable_path=CHROMIUM, args=[*CHROMIUM_ARGS, *AUDIO_ARGS], env=env,
+            **AUDIO_LAUNCH)
         self.page: Page | None = None
         self.errors: list[str] = []
         self.recorder: Recorder | None = None

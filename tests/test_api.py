@@ -544,6 +544,9 @@ def test_a_request_is_answered_on_the_event_loop_alone(client, monkeypatch):
     monkeypatch.setattr(Auth, "identify", spy_identify)
     monkeypatch.setattr(ChannelService, "operator_view", spy_view)
     rid, ref = join(client)
+    assert client.post("/api/channels/main/match", json={
+        "seed": 1, "overrides": {"gaps": {"after_bow_s": 30}}}, headers=OP).status_code == 200
+    assert client.post("/api/channels/main/match/start", headers=OP).status_code == 200
     for _ in range(3):
         assert client.get("/api/channels/main", headers=OP).status_code == 200
         assert client.put(f"/api/channels/main/holds/{rid}", headers=ref).status_code == 200
@@ -558,8 +561,9 @@ def test_no_route_has_a_dependency_for_the_thread_pool():
     import inspect
     import pkgutil
 
-    import api.routes
     from fastapi.routing import APIRoute, APIWebSocketRoute
+
+    import api.routes
 
     seen, sync = 0, []
 
@@ -568,8 +572,8 @@ def test_no_route_has_a_dependency_for_the_thread_pool():
         for d in dependant.dependencies:
             call = d.call
             seen += 1
-            if not (inspect.iscoroutinefunction(call)
-                    or inspect.iscoroutinefunction(getattr(call, "__call__", None))):
+            method = call.__call__ if callable(call) and not inspect.isfunction(call) else None
+            if not (inspect.iscoroutinefunction(call) or inspect.iscoroutinefunction(method)):
                 sync.append(getattr(call, "__qualname__", repr(call)))
             walk(d)
 

@@ -12,32 +12,27 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from reader.kimariji import kimariji
 
+from .chromium import launched, require_chromium, watch_errors
 from .serverproc import Server
-from .speakers import CHROMIUM
 from .test_pages import shots_dir
 
 pytestmark = [pytest.mark.browser, pytest.mark.server]
 
 TOKEN = "classroom-pages-operator-token-0123456789"
 SHOTS = shots_dir()
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run"]
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (scripts/system-deps.sh "
-                    "test does); these tests never download a browser")
+    require_chromium()
     s = Server(tmp_path_factory.mktemp("classroom"), {
         "match": {"memorise_s": 1, "cards": 3, "prelude": {"enabled": False},
                   "gaps": {"between_verses_s": 0.3, "between_cards_s": 0.3}},
@@ -53,13 +48,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def browser(server: Server) -> Iterator[Browser]:
-    expect.set_options(timeout=10_000)
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+    yield from launched()
 
 
 def api(server: Server, method: str, path: str, **kw: Any) -> dict[str, Any]:
@@ -72,9 +61,7 @@ def api(server: Server, method: str, path: str, **kw: Any) -> dict[str, Any]:
 def open_page(browser: Browser, url: str, errors: list[str]) -> Page:
     ctx = browser.new_context(viewport={"width": 1280, "height": 900}, locale="ja-JP")
     page = ctx.new_page()
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error"
-            and not m.text.startswith("Failed to load resource") else None)
+    watch_errors(page, errors)
     page.goto(url)
     return page
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
+from .chromium import launched, require_chromium, watch_errors
 from .desk_sim import Desk, config, entries_csv
 from .serverproc import Server
 from .test_pages import shots_dir
@@ -19,9 +19,6 @@ from .test_pages import shots_dir
 pytestmark = [pytest.mark.browser, pytest.mark.server]
 
 TOKEN = "desk-pages-operator-token-0123456789"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
 SHOTS = shots_dir()
 PHONE = {"width": 360, "height": 740}
 DESKTOP = {"width": 1280, "height": 800}
@@ -29,9 +26,7 @@ DESKTOP = {"width": 1280, "height": 800}
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[Server]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (scripts/system-deps.sh "
-                    "test does); these tests never download a browser")
+    require_chromium()
     s = Server(tmp_path_factory.mktemp("desk-pages"), config(["a", "b"]), TOKEN).start()
     yield s
     s.stop()
@@ -39,22 +34,14 @@ def server(tmp_path_factory) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def browser(server) -> Iterator[Browser]:
-    expect.set_options(timeout=15_000)
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+    yield from launched(timeout_ms=15_000)
 
 
 def open_page(browser: Browser, url: str, errors: list[str], *, phone: bool) -> Page:
     ctx = browser.new_context(viewport=PHONE if phone else DESKTOP, device_scale_factor=1,
                               is_mobile=phone, has_touch=phone, locale="ja-JP")
     page = ctx.new_page()
-    page.on("pageerror", lambda e: errors.append(f"{url}: {e}"))
-    page.on("console", lambda m: errors.append(f"{url}: {m.text}")
-            if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
+    watch_errors(page, errors, f"{url}: ")
     page.goto(url)
     return page
 

@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import httpx2
 import pytest
-from playwright.sync_api import Browser, expect, sync_playwright
+from playwright.sync_api import Browser, expect
 
+from .chromium import launched
 from .serverproc import Server
-from .test_pages import CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = [pytest.mark.browser, pytest.mark.server]
 
@@ -38,12 +38,7 @@ def server(tmp_path_factory) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def browser(server: Server) -> Iterator[Browser]:
-    if not __import__("pathlib").Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: scripts/system-deps.sh test installs it")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
+    yield from launched()
 
 
 def test_the_pages_run_under_their_policy(server: Server, browser: Browser):

@@ -24,17 +24,17 @@ from typing import Any
 import httpx2
 import numpy as np
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from .audio_capture import THRESHOLD, Capture, Recorder
+from .chromium import launched, require_chromium
 from .serverproc import Server
 
 pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.audio]
 
 TOKEN = "pages-test-operator-token-0123456789"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
+
+
 def shots_dir(env: Any = os.environ) -> Path:
     return Path(env.get("YOMITE_SCREENSHOTS") or "/tmp/yomite-screenshots")
 
@@ -51,9 +51,7 @@ PUBLIC_URL = "https://yomite-hall.test"
 
 
 def _require_environment() -> None:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (scripts/system-deps.sh "
-                    "test does); these tests never download a browser")
+    require_chromium()
     missing = [k for k in ("PULSE_SERVER", "YOMITE_TEST_DEVICE", "YOMITE_TEST_MONITOR")
                if not os.environ.get(k)]
     if missing:
@@ -110,15 +108,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, sink: str) -> Iterator[Serv
 
 @pytest.fixture(scope="module")
 def browser(server: Server) -> Iterator[Browser]:
-    # the pages follow the audio device's clock: on a loaded machine a phase may come a few
-    # seconds late, which is no failure of the pages
-    expect.set_options(timeout=10_000)
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+    yield from launched()
 
 
 class Pages:

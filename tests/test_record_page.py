@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx2
 import numpy as np
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from api.offline import render_match
 from audio.codec import decode
@@ -21,9 +21,10 @@ from audio.pack import read_pack
 from reader.config import parse_config
 from reader.poems import all_poems
 
+from .chromium import launched
 from .packs import dominant_hz
 from .serverproc import Server
-from .test_pages import CHROMIUM, CHROMIUM_ARGS, DESKTOP, shot
+from .test_pages import DESKTOP, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.server]
 
@@ -67,19 +68,9 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Pa
 @pytest.fixture(scope="module")
 def browser(setup: tuple[Server, Path, np.ndarray]) -> Iterator[Browser]:
     _, tmp, _ = setup
-    expect.set_options(timeout=15_000)
-    with sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[*CHROMIUM_ARGS, "--use-fake-device-for-media-stream",
-                  "--use-fake-ui-for-media-stream",
-                  f"--use-file-for-fake-audio-capture={tmp / 'mic.wav'}",
-                  "--autoplay-policy=no-user-gesture-required"],
-            ignore_default_args=["--mute-audio"])
-        try:
-            yield b
-        finally:
-            b.close()
+    yield from launched("--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
+                        f"--use-file-for-fake-audio-capture={tmp / 'mic.wav'}",
+                        audio=True, timeout_ms=15_000)
 
 
 def record_take(page: Page, seconds: float = 1.6) -> None:

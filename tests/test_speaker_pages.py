@@ -18,9 +18,9 @@ import httpx2
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
+from .chromium import require_chromium
 from .serverproc import Server
 from .speakers import (
-    CHROMIUM,
     ClipAudio,
     ScheduleLog,
     SpeakerBrowser,
@@ -43,9 +43,7 @@ SINK_LATENCY_MS = float(os.environ.get("YH_SINK_LATENCY_MS", "5"))
 
 
 def _require_environment() -> None:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (scripts/system-deps.sh "
-                    "test does); these tests never download a browser")
+    require_chromium()
     if not os.environ.get("PULSE_SERVER"):
         pytest.fail("PULSE_SERVER not set: run the browser tests with `make test`, which starts "
                     "scripts/audio-harness.sh and sources its env.sh")

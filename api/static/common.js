@@ -592,11 +592,28 @@
     take();
   }
 
+  /** The boot of a live page: its title in the page's language (and again on a change of
+   *  language, with `onLang` re-rendering the page), the connection badge, the screen kept
+   *  awake. `conn` is the page's Channel (its `status` shown on a change of language). */
+  function bootPage({ titleKey, ch, badge, conn, onLang: rerender }) {
+    const title = () => { document.title = `yomite ${t(titleKey)} · ${ch}`; };
+    initI18n();
+    onLang(() => {
+      title();
+      rerender();
+      showConnection(badge, conn.status);
+    });
+    title();
+    showConnection(badge, "connecting");
+    keepAwake();
+  }
+
   window.Y = {
     STRINGS, t, setLang, onLang, initI18n, applyI18n, get lang() { return lang; },
     load, save, api, ApiError, errorText, showError, clearErrors, announce, Channel,
     COLOURS, phaseText, isRunning, cardText, holdNames, holderName, joinNames, segmentText,
     callText,
     Countdown, fmtTime, poems, el, verse, colourChip, showConnection, vibrate, flash, keepAwake,
+    bootPage,
   };
 })();

@@ -234,15 +234,7 @@
     }));
   }
 
-  Y.initI18n();
-  Y.onLang(() => {
-    document.title = `yomite ${t("display_title")} · ${ch}`;
-    render();
-    Y.showConnection(ui.conn, conn.status);
-  });
-  document.title = `yomite ${t("display_title")} · ${ch}`;
-  Y.showConnection(ui.conn, "connecting");
-  Y.keepAwake();
+  Y.bootPage({ titleKey: "display_title", ch, badge: ui.conn, conn, onLang: render });
   loadPoems();
   conn.start();
 })();

@@ -273,17 +273,14 @@
   });
 
   // ------------------------------------------------------------------ start
-  Y.initI18n();
-  Y.onLang(() => {
-    document.title = `yomite ${t("ref_title")} · ${ch}`;
-    render();
-    Y.showConnection(ui.conn, conn.status);
-    if (!ui.join.hidden) ui.joinButton.textContent = t("join_button");
+  Y.bootPage({
+    titleKey: "ref_title", ch, badge: ui.conn, conn,
+    onLang: () => {
+      render();
+      if (!ui.join.hidden) ui.joinButton.textContent = t("join_button");
+    },
   });
   $("channel-name").textContent = ch;
-  document.title = `yomite ${t("ref_title")} · ${ch}`;
-  Y.showConnection(ui.conn, "connecting");
-  Y.keepAwake();
   if (me && me.token) {
     showLive();
     conn.start();

@@ -475,15 +475,7 @@
     timeline() { return server.ready ? server.timeline(performance.now()) : null; },
   };
 
-  Y.initI18n();
-  Y.onLang(() => {
-    document.title = `yomite ${t("speaker_title")} · ${ch}`;
-    render();
-    Y.showConnection(ui.conn, conn.status);
-  });
-  document.title = `yomite ${t("speaker_title")} · ${ch}`;
-  Y.showConnection(ui.conn, "connecting");
-  Y.keepAwake();
+  Y.bootPage({ titleKey: "speaker_title", ch, badge: ui.conn, conn, onLang: render });
   render();
   conn.start();
 })();
