@@ -69,13 +69,13 @@ async def channel(ch: str, request: Request) -> ChannelService:
     return svc
 
 
-Op = Annotated[Principal, Depends(operator)]
-Who = Annotated[Principal, Depends(who)]
-Ch = Annotated[ChannelService, Depends(channel)]
 async def hall_dep(request: Request) -> Hall:
     return hall_of(request)
 
 
+Op = Annotated[Principal, Depends(operator)]
+Who = Annotated[Principal, Depends(who)]
+Ch = Annotated[ChannelService, Depends(channel)]
 HallDep = Annotated[Hall, Depends(hall_dep)]
 
 
