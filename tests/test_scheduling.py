@@ -67,6 +67,6 @@ def test_the_event_loop_runs_realtime_and_what_it_starts_does_not(tmp_path: Path
         for k in workers:
             assert policy(k) == os.SCHED_OTHER
             assert os.getpriority(os.PRIO_PROCESS, k) == 2, "render workers run at nice 2"
-        assert later, "no thread was made after start-up: the check below would miss them"
+        assert later, "no thread was made after start-up: the thread check proved nothing"
     finally:
         s.stop()
