@@ -14,11 +14,10 @@ PIP := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip
 run: setup
 	$(BIN)/yomite $(ARGS)
 
+# the suite in parallel, then ruff and mypy even when a test fails, one summary line; the sound
+# server it started is stopped again (scripts/test.sh)
 test: setup-test
-	scripts/audio-harness.sh start
-	. $${YH_RUN:-/tmp/yomite-audio}/env.sh && $(BIN)/pytest $(ARGS)
-	$(BIN)/ruff check reader audio api desk tests bench
-	$(BIN)/mypy
+	BIN=$(BIN) scripts/test.sh $(ARGS)
 
 setup: $(VENV)/.installed
 	scripts/system-deps.sh run

@@ -5,6 +5,7 @@
 #
 #   scripts/audio-harness.sh start   # idempotent; writes $YH_RUN/env.sh
 #   scripts/audio-harness.sh stop
+#   scripts/audio-harness.sh status  # exit 0 if it is up
 #   source "$YH_RUN/env.sh"          # PULSE_SERVER, XDG_RUNTIME_DIR, YOMITE_TEST_DEVICE ...
 #
 # Pitfalls handled here: rewinds corrupt the monitor (norewinds=1); an idle null sink renders
@@ -38,13 +39,16 @@ start_bg() {  # name comm cmd...
 }
 
 case "${1:-start}" in
+status)  # exit 0 if the harness is up
+    alive pulseaudio pulseaudio && [ -f "$run/env.sh" ]
+    exit ;;
 stop)
     kill_one keeper parec
     kill_one pulseaudio pulseaudio
     rm -f "$run/env.sh"
     exit 0 ;;
 start) ;;
-*) echo "usage: audio-harness.sh start|stop" >&2; exit 2 ;;
+*) echo "usage: audio-harness.sh start|stop|status" >&2; exit 2 ;;
 esac
 
 mkdir -p "$run/pulse" "$xdg"

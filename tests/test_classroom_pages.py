@@ -120,9 +120,12 @@ def test_presets_settings_projector_and_replay(server: Server, browser: Browser)
     # the projector: nothing of card 1 until its (last) lower verse has been read
     deadline = time.monotonic() + 30
     while True:
+        # the page first, then the server: a poem the page shows must already be done on the
+        # server when asked afterwards (asked the other way round, a card finishing between
+        # the two reads would look like a poem shown early)
+        shown = display.locator("#last").get_attribute("data-poem")
         st = api(server, "GET", "/api/channels/main")["match"]
         done = [c for c in st["cards"] if c["finished_s"] is not None]
-        shown = display.locator("#last").get_attribute("data-poem")
         if not done:
             assert shown is None, "a poem shown before its lower verse was read"
         else:

@@ -18,7 +18,7 @@ from audio.voice import make_voice
 from reader.config import parse_config
 from reader.poems import poem
 
-from .audio_capture import OwnNullSink, Recorder, dropouts
+from .audio_capture import OwnNullSink, Recorder, holes
 
 YOMITE = str(Path(sys.executable).parent / "yomite")
 CACHE = "/tmp/yomite-test-cache"
@@ -118,10 +118,14 @@ def programme_clips(cfg):
 @pytest.mark.audio
 def test_play_reads_a_match_through_the_speakers(tmp_path):
     """`yomite play` on the PulseAudio null sink: what the server played is, sample for
-    sample, the match rendered offline (the same clips, in order, with the same gaps)."""
+    sample, the match rendered offline (the same clips, in order, with the same gaps). The
+    output's buffer is 100 ms (`audio.latency`), so that a busy machine does not run the sound
+    server dry; if it does all the same (a hole: silence where the plan has sound, which could
+    also be a gap played too long), the play is run again: load is random, a scheduling bug
+    holes every run."""
     assert os.environ.get("PULSE_SERVER"), "run the tests via `make test` (audio harness)"
     match = {**MATCH, "prelude": {"enabled": False}}
-    cfg_path = write_config(tmp_path, match=match)
+    cfg_path = write_config(tmp_path, match=match, audio={"latency": 0.1})
     ref = tmp_path / "ref.wav"
     r = subprocess.run([YOMITE, "--config", str(cfg_path), "render", "--color", "green",
                         "--seed", "8", "--no-close", "--out", str(ref)], capture_output=True,
@@ -129,23 +133,24 @@ def test_play_reads_a_match_through_the_speakers(tmp_path):
     assert r.returncode == 0, r.stderr
     with wave.open(str(ref), "rb") as w:
         expected = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
-    with OwnNullSink() as sink:
-        with Recorder(tmp_path / "cap.wav", source=sink.monitor) as rec:
-            p = subprocess.run([YOMITE, "--config", str(cfg_path), "play", "--device",
-                                os.environ.get("YOMITE_TEST_DEVICE", "pulse"), "--color",
-                                "green", "--seed", "8", "--no-close"], capture_output=True,
-                               text=True,
-                               timeout=180, cwd=tmp_path, stdin=subprocess.DEVNULL)
-        assert p.returncode == 0, p.stdout + p.stderr
-    cap = rec.capture
-    assert cap is not None
-    got = cap.raw[np.flatnonzero(cap.raw)[0]:]
     want = expected[np.flatnonzero(expected)[0]:]
-    inserted = dropouts(got, want)
-    # the server may insert silence if it is starved (an underrun it reports); the schedule
-    # itself is sample-exact: everything else is identical
-    assert inserted <= 512, f"{inserted} frames of silence inserted"
-    assert "finished" in p.stdout and "2/2 shimo" in p.stdout
+    for attempt in range(3):
+        with OwnNullSink() as sink:
+            with Recorder(tmp_path / f"cap{attempt}.wav", source=sink.monitor) as rec:
+                p = subprocess.run([YOMITE, "--config", str(cfg_path), "play", "--device",
+                                    os.environ.get("YOMITE_TEST_DEVICE", "pulse"), "--color",
+                                    "green", "--seed", "8", "--no-close"], capture_output=True,
+                                   text=True, timeout=180, cwd=tmp_path,
+                                   stdin=subprocess.DEVNULL)
+            assert p.returncode == 0, p.stdout + p.stderr
+        assert "finished" in p.stdout and "2/2 shimo" in p.stdout
+        cap = rec.capture
+        assert cap is not None
+        found = holes(cap.raw[np.flatnonzero(cap.raw)[0]:], want)
+        if not found:
+            return
+        print(f"attempt {attempt}: the sound server ran dry {found}; again")
+    raise AssertionError(f"every play had holes, the last {found}")
 
 
 def test_voices_list_and_devices(tmp_path):

@@ -31,11 +31,16 @@ from audio.filesink import FileSink, to_int16
 from audio.output.process import ProcessSink
 from audio.sink import ClipDone, SinkEvent, Stopped
 from reader.clock import ManualClock
-from tests.audio_capture import OwnNullSink, Recorder, dropouts, recorded
+from tests.audio_capture import OwnNullSink, Recorder, holes, recorded
 
 RATE = 48000
 BLOCK = 256
 FADE = 240
+# The tests' output buffer. The contract checked here (exact frames, fades, stops) does not
+# depend on it, and 100 ms keeps the sound server from running dry when the machine is busy
+# (at the hall's 10.7 ms a loaded 2-core machine holes a 20 s capture several times; at 100 ms,
+# none seen): the stop latency at the hall's buffer is measured in bench/stop_latency.py.
+LATENCY_S = 0.1
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -123,13 +128,15 @@ def test_devices_are_listed_and_a_missing_one_is_named(device):
         DeviceSink("no-such-device", RATE)
 
 
-async def retrying_dropouts(scenario: Callable[[int, list[int]], Awaitable[None]],
-                            attempts: int = 4) -> None:
+async def retrying_holes(scenario: Callable[[int, list[int]], Awaitable[None]],
+                         attempts: int = 4) -> None:
     """Run `scenario(attempt, dropped)`, which compares its capture with the plan and notes in
-    dropped[0] how many frames of silence the sound server inserted (see `dropouts`). Such a
-    hole means the machine did not run the audio threads in time (other processes' load):
-    the sink cannot prevent it, so the run is repeated, up to `attempts` times. Any other
-    difference fails at once."""
+    dropped[0] how many frames the sound server lost to holes (see `audio_capture.holes`). A
+    hole means the machine did not run the audio threads in time (other processes' load; the
+    tests' buffer of LATENCY_S makes it rare): the sink cannot prevent it, and it cannot be told
+    from a gap the sink made too long, so the attempt proves nothing and is run again, up to
+    `attempts` times. A scheduling bug holes every attempt; any other difference fails at
+    once."""
     for attempt in range(attempts):
         dropped = [0]
         try:
@@ -138,15 +145,16 @@ async def retrying_dropouts(scenario: Callable[[int, list[int]], Awaitable[None]
         except AssertionError:
             if dropped[0] == 0 or attempt == attempts - 1:
                 raise
-            print(f"attempt {attempt}: the server inserted {dropped[0]} frames of silence "
-                  "(an underrun: the machine is busy); again")
+            print(f"attempt {attempt}: the sound server lost {dropped[0]} frames to holes (it "
+                  "ran dry: the machine is busy); again")
 
 
-def check_dropouts(captured: np.ndarray, expected: np.ndarray, dropped: list[int]) -> None:
+def check_holes(captured: np.ndarray, expected: np.ndarray, dropped: list[int]) -> None:
     start = int(np.flatnonzero(captured)[0])
-    dropped[0] = dropouts(captured[start:], expected)
-    assert dropped[0] == 0, (f"the server inserted {dropped[0]} frames of silence: an underrun "
-                             "(PortAudio does not always report them)")
+    found = holes(captured[start:], expected)
+    dropped[0] = sum(h.inserted + h.missing for h in found)
+    assert not found, (f"the sound server ran dry: {found} (PortAudio does not always report "
+                       "it)")
 
 
 @pytest.mark.audio
@@ -157,12 +165,12 @@ async def test_clips_sound_at_their_exact_frames(device, monitor, tmp_path, sink
     with the right sample."""
     bursts = [noise(n, seed) for seed, n in enumerate((2400, 7000, 3333, 4800, 2401, 6000))]
     gaps = [300, BLOCK * 7 + 5, 4800, 1001, 12_000]
-    late = noise(9600, 99)
+    late = noise(RATE, 99)  # sent 2400 frames late: the rest (most of it) is heard
 
     async def scenario(attempt: int, dropped: list[int]) -> None:
         events: asyncio.Queue[SinkEvent] = asyncio.Queue()
         with Recorder(tmp_path / f"schedule{attempt}.wav", monitor) as rec:
-            sink = sink_class(device, RATE)
+            sink = sink_class(device, RATE, latency=LATENCY_S)
             sink.set_listener(events.put_nowait, asyncio.get_running_loop())
             try:
                 plan = [sink.position() + RATE // 5]
@@ -201,7 +209,7 @@ async def test_clips_sound_at_their_exact_frames(device, monitor, tmp_path, sink
         ref.finish()
         cap = rec.capture
         assert cap is not None and cap.channels_identical
-        check_dropouts(cap.raw, to_int16(ref.pcm()[plan[0] :]), dropped)
+        check_holes(cap.raw, to_int16(ref.pcm()[plan[0] :]), dropped)
 
         # the same, as the figures the plan names
         segs = cap.segments(threshold=0.0, merge=1)
@@ -215,26 +223,31 @@ async def test_clips_sound_at_their_exact_frames(device, monitor, tmp_path, sink
         s, e = segs[-1]
         assert s - offset == late_at + cut and e - s == len(late) - cut
 
-    await retrying_dropouts(scenario)
+    await retrying_holes(scenario)
 
 
 @pytest.mark.audio
 async def test_stop_fades_then_silence_within_the_latency(device, monitor, tmp_path,
                                                           sink_class):
-    """Stops at random moments: the fade starts at the first frame not yet handed to PortAudio,
-    the capture holds exactly the planned fade then silence from the frame `Stopped` names, and
-    that silence is heard within stream latency + 2 blocks + fade + margin of the call."""
+    """Stops at random moments: the fade starts at the first frame not yet handed to PortAudio
+    (in this process: at most one block after the position read right after `stop`; through the
+    audio process, once the command has crossed to it), the capture holds exactly the planned
+    fade then silence from the frame `Stopped` names, and that silence is heard within the
+    buffer's latency of the call. The time bound adds 0.25 s for a busy machine: far more than
+    scheduling costs a real-time audio thread, far less than the 1.4 s or more of the clip
+    still to come, which a stop that waited for the clip (or for the buffer to refill) would
+    play."""
     clip = noise(RATE * 2, 1)
+    slack_s = 0.25
 
     async def scenario(attempt: int, dropped: list[int]) -> None:
         events: asyncio.Queue[SinkEvent] = asyncio.Queue()
         rng = random.Random(5 + attempt)
-        reps: list[tuple[int, float, int, int]] = []
+        reps: list[tuple[int, float, int, int, int]] = []
         with Recorder(tmp_path / f"stops{attempt}.wav", monitor) as rec:
-            sink = sink_class(device, RATE)
+            sink = sink_class(device, RATE, latency=LATENCY_S)
             sink.set_listener(events.put_nowait, asyncio.get_running_loop())
             try:
-                await asyncio.sleep(0.1)
                 for _ in range(8):
                     at = sink.position() + RATE // 20
                     sink.play(clip, at, 0, 0)
@@ -242,35 +255,39 @@ async def test_stop_fades_then_silence_within_the_latency(device, monitor, tmp_p
                     t_stop = time.monotonic()
                     p_stop = sink.position()
                     sink.stop(p_stop)
+                    p_after = sink.position()
                     ev = await next_event(events, Stopped)
                     assert isinstance(ev, Stopped)
-                    reps.append((at, t_stop, p_stop, ev.at_frame))
+                    reps.append((at, t_stop, p_stop, p_after, ev.at_frame))
                     await asyncio.sleep(0.05)
                 await asyncio.sleep(sink.latency + 0.05)
             finally:
                 sink.close()
         ref = FileSink(RATE)
-        for at, _, p_stop, silent in reps:
+        in_process = sink_class is DeviceSink
+        for at, _, p_stop, p_after, silent in reps:
             # a clip not yet started when the stop took effect (a stalled machine) is dropped
             # unheard: then nothing fades and the silence starts at the cut itself
             cut = silent - FADE if silent > at else silent
-            assert p_stop <= cut <= p_stop + 2 * BLOCK  # the next callback started the fade
+            latest = p_after + BLOCK if in_process else p_after + int(slack_s * RATE)
+            assert p_stop <= cut <= latest, (p_stop, cut, p_after)
+            assert cut < at + len(clip) - RATE // 2  # stopped mid-clip, not at its end
             ref.play(clip, at, 0, 0)
             ref.stop(cut)
         ref.finish()
         cap = rec.capture
         assert cap is not None
-        check_dropouts(cap.raw, to_int16(ref.pcm()[reps[0][0] :]), dropped)
+        check_holes(cap.raw, to_int16(ref.pcm()[reps[0][0] :]), dropped)
 
         offset = int(np.flatnonzero(cap.raw)[0]) - reps[0][0]
-        bound_ms = (sink.latency + 2 * BLOCK / RATE + FADE / RATE) * 1000 + 2 * 5 + 10
+        bound_ms = (sink.latency + 2 * BLOCK / RATE + FADE / RATE + slack_s) * 1000
         heard_ms = [(cap.t_arrival(silent + offset) - t_stop) * 1000
-                    for _, t_stop, _, silent in reps]
+                    for _, t_stop, _, _, silent in reps]
         print(f"stop -> silence (upper edge) ms: {sorted(round(h, 1) for h in heard_ms)}; "
               f"bound {bound_ms:.1f}")
         assert max(heard_ms) <= bound_ms
 
-    await retrying_dropouts(scenario)
+    await retrying_holes(scenario)
 
 
 class PrivatePulse:

@@ -98,6 +98,12 @@ def test_the_console_removes_a_referee_and_gives_a_new_pin(server: Server, brows
         remove = row.locator("button.remove")
         remove.click()
         expect(remove).to_have_text("もう一度押すと削除")  # the first press only arms it
+        # a state arrives between the two presses (another phone joins): the armed button
+        # must survive it (the list used to be rebuilt on every state, disarming the press)
+        other = httpx2.post(f"{server.base}/api/channels/main/referees",
+                            json={"pin": pin, "name": "mat 10"}).json()
+        expect(page.locator(f'#referees li[data-referee="{other["referee"]}"]')).to_have_count(1)
+        expect(remove).to_have_text("もう一度押すと削除")
         remove.click()
         expect(row).to_have_count(0)
         assert httpx2.get(f"{server.base}/api/session", headers={

@@ -431,18 +431,33 @@
     }));
   }
 
+  // one row a referee, kept across states (keyed by id): a state that arrives between the two
+  // presses of 削除 must not replace the armed button with a fresh one
+  const refRows = new Map();
+
   function renderReferees(refs) {
     ui.refCount.textContent = refs.length ? `(${refs.filter((r) => r.connected).length}/${refs.length})` : "";
     if (!refs.length) {
+      refRows.clear();
       ui.referees.replaceChildren(Y.el("li", { class: "empty" }, t("no_referees")));
       return;
     }
-    ui.referees.replaceChildren(...refs.map((r) => Y.el("li",
-      { class: r.connected ? "on" : "off", dataset: { referee: r.id } },
-      Y.el("span", { class: "dot", role: "img", "aria-label": t(r.connected ? "connected" : "not_connected") }),
-      Y.el("span", { class: "who" }, r.name),
-      r.holding ? Y.el("span", { class: "badge" }, t("holding")) : "",
-      removeButton(r))));
+    const seen = new Set(refs.map((r) => r.id));
+    for (const id of [...refRows.keys()]) if (!seen.has(id)) refRows.delete(id);
+    ui.referees.replaceChildren(...refs.map((r) => {
+      let row = refRows.get(r.id);
+      if (!row) {
+        row = { li: Y.el("li", { dataset: { referee: r.id } }), remove: removeButton(r) };
+        refRows.set(r.id, row);
+      }
+      row.li.className = r.connected ? "on" : "off";
+      row.li.replaceChildren(
+        Y.el("span", { class: "dot", role: "img", "aria-label": t(r.connected ? "connected" : "not_connected") }),
+        Y.el("span", { class: "who" }, r.name),
+        r.holding ? Y.el("span", { class: "badge" }, t("holding")) : "",
+        row.remove);
+      return row.li;
+    }));
   }
 
   // two presses, like abort: the first arms the button for 4 s

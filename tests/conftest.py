@@ -1,0 +1,18 @@
+"""Suite-wide hooks."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # schemathesis makes one item per API operation ("test_x[GET /api/health]"), but under
+    # pytest 9 (structured node ids, built from the callspec, which these items lack) they all
+    # get the function's node id. pytest-xdist schedules by node id, so it would run one
+    # operation and drop the rest: each gets its own id, checked, since this uses a private
+    # attribute (Node._id, pytest 9) that a later pytest may change.
+    for item in items:
+        label = getattr(item, "operation_label", None)
+        if label and "[" not in item.nodeid:
+            item._id = item._id.with_params(label)  # type: ignore[attr-defined]
+            assert item.nodeid.endswith(f"[{label}]"), item.nodeid
