@@ -81,7 +81,7 @@ def attempts(kind: str, tmp_path: Path, monitor: str, judge) -> None:
             return
         except Ruined as e:
             if attempt == ATTEMPTS - 1:
-                raise AssertionError(f"every attempt was spoiled by the machine's load: {e}")
+                raise AssertionError(f"every attempt was spoiled by the machine's load: {e}") from e
             print(f"attempt {attempt} proves nothing ({e}); again")
 
 
