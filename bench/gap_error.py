@@ -117,7 +117,7 @@ async def run(clips: int, blocksize: int, seed: int, outdir: str) -> None:
         print(f"device clock (sink.now) runs {(fit[0] - 1) * 1e6:+.1f} ppm against "
               f"time.monotonic over {t[-1, 0] - t[0, 0]:.1f} s (fit residual p99 "
               f"{resid_ms:.2f} ms: it moves in whole blocks); the server's, from the "
-              f"capture: {-cap.rate_ppm:+.1f} ppm")
+              f"capture: {cap.rate_ppm:+.1f} ppm")
 
 
 async def main() -> None:

@@ -156,16 +156,23 @@ class Capture:
         if len(self.times) == 0:
             raise AssertionError(f"{path}: the recorder captured nothing")
         t, end = self.times[:, 0], self.times[:, 1]
-        self.t0 = float((t - end / rate).min())
-        # how far reads lag a perfect line (quality of the timestamps)
-        self.jitter_ms = float(np.percentile(t - end / rate - self.t0, 99) * 1000)
-        # the server's clock against CLOCK_MONOTONIC (fit noise on short files: ~100 ppm)
-        self.rate_ppm = (float((np.polyfit(end, t, 1)[0] * rate - 1) * 1e6)
-                         if len(t) > 10 else 0.0)
+        # the sink's clock against CLOCK_MONOTONIC: on a recording long enough for the fit to
+        # beat the reads' jitter, the measured length of a frame (the null sink here runs
+        # ~160 ppm fast, 10 ms a minute); on a short one, the nominal 1/rate
+        fitted = float(np.polyfit(end, t, 1)[0]) if len(t) > 10 else 1.0 / rate
+        self.rate_ppm = (1.0 / (fitted * rate) - 1.0) * 1e6
+        self.frame_s = fitted if end[-1] - end[0] >= 5 * rate else 1.0 / rate
+        self.t0 = float((t - end * self.frame_s).min())
+        # how far reads lag that line (quality of the timestamps)
+        self.jitter_ms = float(np.percentile(t - end * self.frame_s - self.t0, 99) * 1000)
 
     def t_line(self, i: int) -> float:
         """Earliest monotonic time at which capture frame i can have been rendered."""
-        return self.t0 + i / self.rate
+        return self.t0 + i * self.frame_s
+
+    def frame_at(self, mono: float) -> int:
+        """The capture frame rendered at monotonic time `mono` (the inverse of `t_line`)."""
+        return round((mono - self.t0) / self.frame_s)
 
     def t_arrival(self, i: int) -> float:
         """Monotonic time at which the read holding capture frame i returned (the latest)."""

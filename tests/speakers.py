@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -94,6 +95,22 @@ class SpeakerBrowser:
         assert self.recorder.capture is not None
         return self.recorder.capture
 
+    def freeze(self, seconds: float) -> float:
+        """Stop every process of this speaker's Chromium (SIGSTOP) for `seconds`, as a phone
+        that hangs or a laptop that sleeps a moment; returns the monotonic time it thawed."""
+        pids = browser_pids(self.name)
+        assert pids, "no Chromium process found for this speaker"
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(seconds)
+        finally:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+        return time.monotonic()
+
     def stats(self) -> dict[str, Any]:
         assert self.page is not None
         out: dict[str, Any] = self.page.evaluate("Y.speaker.stats()")
@@ -113,13 +130,10 @@ class SpeakerBrowser:
 AUDIO_THREADS = ("AudioOutputDevi", "AudioWorkerThre", "threaded-ml")  # as /proc names them
 
 
-def promote_audio_threads(sink: str, priority: int = 4) -> int:
-    """Real-time scheduling for the audio threads of the Chromium whose PulseAudio sink is
-    `sink` (found by PULSE_SINK in its processes' environment): on a desktop Chromium asks for
-    it itself (through RealtimeKit), which this container lacks, and without it the load of
-    other processes on a shared 2-core machine starves the browser's audio and it underruns.
-    Priority 4 is below PulseAudio's own, as the server does for its own audio thread. Returns
-    how many threads were promoted (0 if not permitted)."""
+def browser_pids(sink: str) -> set[int]:
+    """The processes of the Chromium whose PulseAudio sink is `sink` (found by PULSE_SINK in
+    the browser process's environment; its children, forked by the zygote, do not show it, so
+    every descendant of a process that has it)."""
     needle = f"PULSE_SINK={sink}".encode()
     parent: dict[int, int] = {}
     roots: set[int] = set()
@@ -131,8 +145,6 @@ def promote_audio_threads(sink: str, priority: int = 4) -> int:
                 roots.add(int(proc.name))
         except (OSError, ValueError, IndexError):
             continue
-    # the browser process has the variable; its children (forked by the zygote) do not
-    # show it, so take every descendant of a process that has it
     ours = set(roots)
     grew = True
     while grew:
@@ -141,8 +153,17 @@ def promote_audio_threads(sink: str, priority: int = 4) -> int:
             if ppid in ours and pid not in ours:
                 ours.add(pid)
                 grew = True
+    return ours
+
+
+def promote_audio_threads(sink: str, priority: int = 4) -> int:
+    """Real-time scheduling for the audio threads of the Chromium whose PulseAudio sink is
+    `sink`: on a desktop Chromium asks for it itself (through RealtimeKit), which this container
+    lacks, and without it the load of other processes on a shared 2-core machine starves the
+    browser's audio and it underruns. Priority 4 is below PulseAudio's own, as the server does
+    for its own audio thread. Returns how many threads were promoted (0 if not permitted)."""
     done = 0
-    for pid in ours:
+    for pid in browser_pids(sink):
         try:
             for task in Path(f"/proc/{pid}/task").iterdir():
                 if (task / "comm").read_text().strip() in AUDIO_THREADS:
@@ -274,7 +295,7 @@ def loud(cap: Capture) -> np.ndarray:
 
 
 def index(cap: Capture, mono: float) -> int:
-    return round((mono - cap.t0) * cap.rate)
+    return cap.frame_at(mono)
 
 
 def onset(cap: Capture, expected: float, before_s: float = 0.12,
