@@ -65,6 +65,8 @@ def main() -> None:
         try:
             run(server, tmp, a.holds, rng)
         finally:
+            for client in _clients.values():
+                client.close()
             server.stop()
 
 

@@ -67,6 +67,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     try:
         yield s
     finally:
+        client = _clients.pop(s.base, None)
+        if client is not None:
+            client.close()
         s.stop()
 
 
