@@ -790,12 +790,14 @@ class ChannelRuntime:
                           "torn_line_dropped": torn is not None}
         try:
             if engine.phase not in ENDED:
+                # after a second restart the journal holds this hand already: raising it
+                # again changes nothing and publishes nothing, so the state is published
+                # below whatever the engine said
                 self._event(Hold(RECOVERED, "recovered after a restart"))
                 self._start_prefetch(engine)
                 if self.speakers is not None:
                     self.speakers.refresh(engine, self.voice)
-            else:
-                self._publish_state(self._match_view(engine.snapshot()))
+            self._publish_state(self._match_view(engine.snapshot()))
         except Exception as e:  # the hall starts whatever one channel's match does
             self._on_fault(e, None)
         log.info("channel %s: recovered %s (%d records, phase %s)", self.name, path,
