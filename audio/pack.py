@@ -18,7 +18,10 @@ Three layouts are recognised, the first that fits:
   `000a`/`000b`, `joka_a`/`joka_b`, or one file for both verses, `序歌` (or `joka`), split at
   its longest pause.
 
-Files may be in any format ffmpeg decodes (wav, flac, ogg, mp3, m4a...). Packs hold poems, not
+Files may be wav, flac, ogg/opus, webm, m4a, mp3 or aac (`codec.CONTAINERS`, told from their
+content), each at most `codec.MAX_DECODE_S` long. Every file is inside the pack's folder: a
+manifest path that is absolute or climbs out (`..`), or a link (to a file or a folder) that points
+elsewhere, is refused, naming the entry. Packs hold poems, not
 calls: a call (the memorisation call, the prelude intro, the end call) and the jokā, when the
 pack does not record them, come from the fallback voice (the manifest maps calls as
 `call/<name>`). A pack may cover only some poems (a pack being recorded): it reads any match
@@ -162,12 +165,14 @@ def read_pack(folder: Path) -> Pack:
     if not folder.is_dir():
         raise PackError(f"voice pack {folder}: no such folder")
     manifest = folder / MANIFEST
-    if manifest.exists():
+    if manifest.is_symlink() or manifest.exists():
+        _inside(folder, manifest, str(manifest))
         return _read_manifest(folder, manifest)
-    audio = sorted(
-        p for p in folder.iterdir()
-        if p.is_file() and p.suffix[1:].lower() in DECODABLE
-    )
+    audio = sorted(p for p in folder.iterdir() if p.suffix[1:].lower() in DECODABLE)
+    for p in audio:
+        if p.is_symlink():
+            _inside(folder, p, f"voice pack {folder}: {p.name}")
+    audio = [p for p in audio if p.is_file()]
     wasuramoti = [(p, m) for p in audio if (m := _WASURAMOTI.fullmatch(p.name))]
     shuffle = [
         (p, m) for p in audio
@@ -205,6 +210,19 @@ def read_pack(folder: Path) -> Pack:
         f"voice pack {folder} holds no recordings yomite recognises: expected "
         f"<reader>_001_1.ogg (Wasuramoti), 001a.m4a (Shuffle100) or a {MANIFEST} manifest"
     )
+
+
+def _inside(folder: Path, path: Path, what: str) -> None:
+    """PackError (starting with `what`) unless `path`, every link followed, is in `folder`: a
+    pack never makes yomite read a file elsewhere (a link to a secret, a folder linked out)."""
+    try:
+        real = path.resolve(strict=False)
+        root = folder.resolve(strict=True)
+    except (OSError, RuntimeError) as e:  # a loop of links
+        raise PackError(f"{what}: cannot follow ({e})") from None
+    if not real.is_relative_to(root):
+        raise PackError(f"{what}: points outside the pack's folder (to {real}); copy the "
+                        f"file into {folder}")
 
 
 def _index(folder: Path, entries: list[tuple[Path, int, Verse]]) -> dict[str, Path]:
@@ -273,12 +291,16 @@ def _read_manifest(folder: Path, manifest: Path) -> Pack:
             raise PackError(f"{where}: poem {int(m['no'])} is outside 000-100")
         if not isinstance(file, str) or not file.strip():
             raise PackError(f"{where}: expected a file name, got {file!r}")
+        if Path(file).is_absolute() or ".." in Path(file).parts:
+            raise PackError(f"{where}: {file!r} leaves the pack's folder; name a file inside "
+                            f"{folder}, relative to it")
         path = folder / file
         if path.suffix[1:].lower() not in DECODABLE:
             raise PackError(
                 f"{where}: {file!r} is not an audio format yomite decodes "
                 f"({', '.join(sorted(DECODABLE))})"
             )
+        _inside(folder, path, f"{where}: {file!r}")
         if not path.is_file():
             raise PackError(f"{where}: no such file {file!r} in {folder}")
         files[str(slot)] = path

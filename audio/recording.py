@@ -6,8 +6,10 @@ mapping slots to files with each take's speech length. The manifest is rewritten
 temporary file and a rename) after every take, so the pack is usable at any moment for the
 colours it completes: a match whose deck it covers reads from it (`PackVoice.lacks`).
 
-A take is checked before it is kept: it must decode, hold speech after trimming on its own
-noise floor, not clip, and not be too quiet; otherwise `TakeRefused` says what to do.
+A take is checked before it is kept: it must be audio in a container a recording comes in
+(told from its bytes, so a playlist naming another file is refused unread), last at most
+MAX_RAW_S (decoding stops there), hold speech after trimming on its own noise floor, not clip,
+and not be too quiet; otherwise `TakeRefused` says what to do.
 """
 
 from __future__ import annotations
@@ -29,13 +31,14 @@ from reader.config import MatchConfig, Spoken
 from reader.poems import all_poems
 from reader.programme import call_clip, prelude_clip
 
-from .codec import decode, encode
+from .codec import AudioTooLong, decode, encode
 from .errors import CodecError, PackError, VoiceError
 from .pack import MANIFEST, call_slot, read_pack, verse_slot
 from .pcm import loudness_lufs, noise_floor_db, peak, trim_noise
 
 MAX_UPLOAD_BYTES: Final = 8 << 20  # a 30 s take is ~0.3 MB of Opus, ~2.9 MB of 16-bit WAV
 MAX_TAKE_S: Final = 30.0
+MAX_RAW_S: Final = MAX_TAKE_S + 5  # with the silence around the speech
 MIN_SPEECH_S: Final = 0.3
 CLIP_LEVEL: Final = 0.999  # a sample at full scale: the microphone's converter clipped
 MAX_CLIPPED: Final = 10  # samples at full scale allowed in a take (a stray peak)
@@ -190,14 +193,15 @@ class RecordingPack:
     def audio_path(self, slot: str) -> Path:
         self.slot(slot)
         with self._lock:
-            file = self._manifest()["files"].get(slot)
-        if file is None:
-            raise PackError(f"{slot} is not recorded yet")
-        return self.folder / str(file)
+            if slot not in self._manifest()["files"]:
+                raise PackError(f"{slot} is not recorded yet")
+            # read as a pack: a manifest edited by hand still never names a file elsewhere
+            return read_pack(self.folder).files[slot]
 
     def save(self, slot: str, data: bytes, content_type: str) -> TakeReport:
-        """Check one take (bytes of any format ffmpeg decodes, as `content_type`) and keep it,
-        trimmed, as the slot's recording; the manifest is updated at once."""
+        """Check one take (bytes in one of `codec.CONTAINERS`, told from its content; the
+        `content_type` must be one of UPLOAD_TYPES) and keep it, trimmed, as the slot's
+        recording; the manifest is updated at once."""
         self.slot(slot)
         kind = content_type.split(";", 1)[0].strip().lower()
         ext = UPLOAD_TYPES.get(kind)
@@ -213,15 +217,17 @@ class RecordingPack:
             src = Path(tmp) / f"take.{ext}"
             src.write_bytes(data)
             try:
-                x = decode(src, RATE)
-            except CodecError:
-                raise TakeRefused("undecodable_take", "the take is not audio ffmpeg can decode",
-                                  "record again; if it keeps failing, try another browser") \
-                    from None
+                # no more than MAX_RAW_S is ever decoded, whatever the file claims
+                x = decode(src, RATE, max_s=MAX_RAW_S)
+            except AudioTooLong:
+                raise TakeRefused("take_too_long", f"the take lasts more than {MAX_RAW_S:g} s",
+                                  f"read one verse, under {MAX_TAKE_S:g} s") from None
+            except CodecError as e:
+                why = str(e).removeprefix(f"{src}: ")  # the temporary file's name says nothing
+                raise TakeRefused("undecodable_take", f"the take is not audio yomite reads "
+                                  f"({why})", "record again; if it keeps failing, try another "
+                                  "browser") from None
         raw_s = x.size / RATE
-        if raw_s > MAX_TAKE_S + 5:
-            raise TakeRefused("take_too_long", f"the take lasts {raw_s:.1f} s",
-                              f"read one verse, under {MAX_TAKE_S:g} s")
         clipped = int(np.count_nonzero(np.abs(x) >= CLIP_LEVEL))
         top = peak(x)
         speech = trim_noise(x, RATE)

@@ -1,11 +1,13 @@
 import ast
+import re
+import subprocess
 import wave
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from audio.codec import decode, encode, read_wav, write_wav
+from audio.codec import AudioTooLong, decode, encode, read_wav, write_wav
 from audio.errors import CodecError
 from audio.pcm import loudness_lufs
 
@@ -100,3 +102,69 @@ def test_24_bit_wav_decodes_at_full_precision(tmp_path: Path) -> None:
         w.setframerate(48000)
         w.writeframes(raw.tobytes())
     np.testing.assert_allclose(decode(path, 48000), x, atol=1e-6)
+
+
+def ffmpeg(*args: str) -> None:
+    subprocess.run(["ffmpeg", "-v", "error", "-nostdin", "-y", *args], check=True, timeout=120)
+
+
+def silence(path: Path, seconds: float, rate: int = 48000) -> Path:
+    """A tiny file of long silence (FLAC codes silence in a few bytes a block)."""
+    ffmpeg("-f", "lavfi", "-i", f"anullsrc=r={rate}:cl=mono", "-t", f"{seconds:g}",
+           "-c:a", "flac", "-frame_size", "65535", "-f", "flac", str(path))
+    return path
+
+
+def test_decode_stops_at_the_length_limit(tmp_path: Path) -> None:
+    # ten minutes of silence in a few KB: only the first seconds are ever decoded
+    long = silence(tmp_path / "long.flac", 600)
+    assert long.stat().st_size < 64 << 10
+    with pytest.raises(AudioTooLong, match=r"long\.flac: the audio lasts more than 5 s") as e:
+        decode(long, 48000, max_s=5)
+    assert e.value.limit_s == 5
+    # at the limit or under it, the whole file comes back
+    x = tone(4.0, 48000)
+    y = decode(encode(x, 48000, tmp_path / "short.flac", "flac"), 48000, max_s=5)
+    np.testing.assert_allclose(y, x, atol=1.5 / 32768)
+    assert decode(silence(tmp_path / "five.flac", 5), 48000, max_s=5).size == 5 * 48000
+
+
+def test_the_format_is_read_from_the_content_not_the_name(tmp_path: Path) -> None:
+    x = tone(1.0, 48000, amp=0.4)
+    src = write_wav(tmp_path / "src.wav", x, 48000)
+    made = {
+        "flac": ["-c:a", "flac", "-f", "flac"],
+        "ogg": ["-c:a", "libvorbis", "-f", "ogg"],
+        "opus": ["-c:a", "libopus", "-f", "ogg"],
+        "webm": ["-c:a", "libopus", "-f", "webm"],
+        "m4a": ["-c:a", "aac", "-f", "mp4"],
+        "mp3": ["-c:a", "libmp3lame", "-f", "mp3"],
+        "mp3-no-tag": ["-c:a", "libmp3lame", "-id3v2_version", "0", "-write_xing", "0",
+                       "-f", "mp3"],
+        "aac": ["-c:a", "aac", "-f", "adts"],
+        "wav-float": ["-c:a", "pcm_f32le", "-f", "wav"],
+    }
+    for name, opts in made.items():
+        path = tmp_path / f"{name}.bin"  # a name that says nothing
+        ffmpeg("-i", str(src), *opts, str(path))
+        y = decode(path, 48000, max_s=5)
+        assert abs(y.size - x.size) < 0.1 * 48000, name
+        assert loudness_lufs(y, 48000) == pytest.approx(loudness_lufs(x, 48000), abs=0.5), name
+
+
+@pytest.mark.parametrize(("name", "text"), [
+    ("playlist.mp3", "#EXTM3U\n#EXT-X-TARGETDURATION:10\n#EXTINF:1.0,\n{secret}\n"
+                     "#EXT-X-ENDLIST\n"),
+    ("list.ogg", "ffconcat version 1.0\nfile '{secret}'\n"),
+    ("sdp.webm", "v=0\no=- 0 0 IN IP4 127.0.0.1\ns=x\nc=IN IP4 127.0.0.1\nt=0 0\n"
+                 "m=audio 5004 RTP/AVP 0\n"),
+    ("notes.flac", "just some words, not audio at all\n" * 10),
+])
+def test_only_audio_containers_are_decoded(tmp_path: Path, name: str, text: str) -> None:
+    # a file that names another (a playlist, a concat list, an SDP) would make ffmpeg open it
+    secret = encode(tone(1.0, 48000, freq=1234), 48000, tmp_path / "secret.flac", "flac")
+    path = tmp_path / name
+    path.write_text(text.format(secret=secret), "utf-8")
+    with pytest.raises(CodecError, match=rf"{re.escape(name)}: cannot decode audio: its "
+                                         r"content is not wav, flac, ogg, webm"):
+        decode(path, 48000)

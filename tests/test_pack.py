@@ -230,3 +230,61 @@ def test_make_voice_builds_a_pack_with_open_jtalk_behind_it(tmp_path: Path) -> N
     assert inner.fallback is not None and inner.fallback.name == "openjtalk"
     x = voice.pcm(verse(40, Verse.SHIMO, yomi="ひとのとうまで"))  # read by Open JTalk
     assert math.isfinite(loudness_lufs(x, 48000)) and x.size > 48000 // 2
+
+
+def outside(tmp_path: Path) -> Path:
+    """A recording outside the pack's folder (something a pack must never reach)."""
+    folder = tmp_path / "elsewhere"
+    folder.mkdir(exist_ok=True)
+    return write_wav(folder / "x.wav", recording(5, Verse.KAMI), RATE)
+
+
+@pytest.mark.parametrize("layout", ["wasuramoti", "shuffle100"])
+def test_a_symlink_out_of_the_pack_is_refused_naming_it(tmp_path: Path, layout: str) -> None:
+    if layout == "wasuramoti":
+        folder = wasuramoti(tmp_path / "p", [(1, Verse.KAMI)], reader="r")
+        link = folder / "r_002_1.wav"
+    else:
+        folder = shuffle100(tmp_path / "p", [(1, Verse.KAMI)])
+        link = folder / "002a.wav"
+    link.symlink_to(outside(tmp_path))
+    with pytest.raises(PackError, match=rf"{link.name}: points outside the pack's folder"):
+        read_pack(folder)
+
+
+@pytest.mark.parametrize("entry", ["../elsewhere/x.wav", "/etc/x.wav", "{outside}",
+                                   "sub/../../elsewhere/x.wav", "link.wav", "dir/x.wav"])
+def test_manifest_paths_out_of_the_pack_are_refused_naming_the_entry(tmp_path: Path,
+                                                                      entry: str) -> None:
+    secret = outside(tmp_path)
+    folder = manifest(tmp_path / "m", "files:\n  '001/kami': a.wav\n  '001/shimo': "
+                      + repr(entry.format(outside=secret)) + "\n")
+    write_wav(folder / "a.wav", recording(1, Verse.KAMI), RATE)
+    (folder / "sub").mkdir()
+    (folder / "link.wav").symlink_to(secret)  # a file that links out
+    (folder / "dir").symlink_to(secret.parent, target_is_directory=True)  # a folder that does
+    with pytest.raises(PackError, match=r"yomite-pack\.yaml: files\.001/shimo: .* (leaves|points "
+                                        r"outside) the pack's folder"):
+        read_pack(folder)
+
+
+def test_paths_inside_the_pack_may_use_subfolders_and_links(tmp_path: Path) -> None:
+    folder = manifest(tmp_path / "m", "files:\n  '001/kami': takes/a.wav\n"
+                      "  '001/shimo': same.wav\n")
+    (folder / "takes").mkdir()
+    write_wav(folder / "takes" / "a.wav", recording(1, Verse.KAMI), RATE)
+    (folder / "same.wav").symlink_to("takes/a.wav")
+    pack = read_pack(folder)
+    assert pack.files["001/kami"] == folder / "takes" / "a.wav"
+    assert pack.files["001/shimo"] == folder / "same.wav"
+
+
+def test_a_manifest_that_links_out_of_the_pack_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "m"
+    folder.mkdir()
+    elsewhere = tmp_path / "elsewhere.yaml"
+    elsewhere.write_text("files:\n  '001/kami': a.wav\n", "utf-8")
+    (folder / "yomite-pack.yaml").symlink_to(elsewhere)
+    write_wav(folder / "a.wav", recording(1, Verse.KAMI), RATE)
+    with pytest.raises(PackError, match=r"yomite-pack\.yaml: points outside the pack's folder"):
+        read_pack(folder)

@@ -201,3 +201,24 @@ def test_import_progress_is_a_bar_on_a_terminal() -> None:
     text = out.getvalue()
     assert text.count("\r") == 200 and text.count("\n") == 1
     assert text.endswith("[" + "#" * 30 + "] 200/200\n")
+
+
+@pytest.mark.parametrize("how", ["symlink", "dotdot", "absolute"])
+def test_voices_import_never_leaves_the_packs_folder(tmp_path: Path, how: str) -> None:
+    secret = write_wav(tmp_path / "secret.wav", tone(0.5, RATE, 1234), RATE)
+    folder = shuffle100(tmp_path / "pack", [s for s in ALL if 0 < s[0] < 3])
+    if how == "symlink":
+        (folder / "003a.wav").symlink_to(secret)
+        entry = "003a.wav"
+    else:
+        files = {f"{n:03d}/{v.value}": f"{n:03d}{'a' if v is Verse.KAMI else 'b'}.wav"
+                 for n, v in ALL if 0 < n < 3}
+        files["003/kami"] = "../secret.wav" if how == "dotdot" else str(secret)
+        (folder / "yomite-pack.yaml").write_text(yaml.safe_dump({"files": files}), "utf-8")
+        entry = "files.003/kami"
+    done = subprocess.run([YOMITE, "voices", "import", str(folder)], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert entry in done.stderr and "the pack's folder" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "var").exists() or not list((tmp_path / "var").rglob("*.flac"))

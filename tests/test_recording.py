@@ -4,6 +4,9 @@ only the operator may record; a pack in progress reads the matches whose deck it
 
 import io
 import json
+import re
+import subprocess
+import sys
 import wave
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -14,9 +17,9 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.offline import render_match
-from audio.codec import decode
+from audio.codec import decode, encode
 from audio.pack import read_pack
-from audio.recording import MAX_UPLOAD_BYTES, RecordingPack, slots
+from audio.recording import MAX_UPLOAD_BYTES, UPLOAD_TYPES, RecordingPack, slots
 from reader.config import MatchConfig, parse_config
 from reader.poems import all_poems
 
@@ -149,3 +152,83 @@ def test_a_pack_in_progress_reads_the_colours_it_completes(tmp_path: Path) -> No
             j = 0 if seg["verse"] == "kami" else 1
             part = audio[seg["start_frame"]:seg["end_frame"]]
             assert dominant_hz(part, RATE) == pytest.approx(300 + 10 * i + 5 * j, abs=3)
+
+
+def long_silence(path: Path, seconds: float) -> bytes:
+    """A tiny FLAC of `seconds` of silence (30 min is ~27 KB)."""
+    subprocess.run(["ffmpeg", "-v", "error", "-nostdin", "-y", "-f", "lavfi", "-i",
+                    f"anullsrc=r={RATE}:cl=mono", "-t", f"{seconds:g}", "-c:a", "flac",
+                    "-frame_size", "65535", "-f", "flac", str(path)], check=True, timeout=120)
+    return path.read_bytes()
+
+
+# run in a process of its own, so its peak memory is the take's alone
+PEAK_OF_A_TAKE = """
+import json, resource, sys
+from pathlib import Path
+from audio.recording import RecordingPack, TakeRefused
+from reader.config import MatchConfig
+pack = RecordingPack(Path(sys.argv[1]), MatchConfig())
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    pack.save("001/kami", Path(sys.argv[2]).read_bytes(), "audio/flac")
+    code = None
+except TakeRefused as e:
+    code = e.code
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"code": code, "before_kb": before, "after_kb": after}))
+"""
+
+
+def test_a_tiny_take_of_long_silence_is_refused_without_decoding_it_whole(
+    client: TestClient, tmp_path: Path,
+) -> None:
+    # 30 minutes in ~27 KB: decoded whole it took 1.6 GB; only the first 35 s may be decoded
+    body = long_silence(tmp_path / "long.flac", 1800)
+    assert len(body) < 64 << 10
+    child = subprocess.run([sys.executable, "-c", PEAK_OF_A_TAKE, str(tmp_path / "rec2"),
+                            str(tmp_path / "long.flac")], capture_output=True, text=True,
+                           timeout=300, cwd=Path(__file__).resolve().parent.parent)
+    assert child.returncode == 0, child.stderr
+    peak = json.loads(child.stdout)
+    assert peak["code"] == "take_too_long"
+    grown_mb = (peak["after_kb"] - peak["before_kb"]) / 1024  # ru_maxrss is in KiB on Linux
+    assert grown_mb < 200, f"decoding the take grew the process by {grown_mb:.0f} MB"
+    # through the API: 422 with a code the page says in both languages
+    r = put(client, "001/kami", body, "audio/flac")
+    assert r.status_code == 422, r.text
+    assert r.json()["error"] == "take_too_long" and "35 s" in r.json()["detail"]
+    assert client.get("/api/recording", headers=OP).json()["progress"]["all"]["done"] == 0
+
+
+@pytest.mark.parametrize("kind", sorted(set(UPLOAD_TYPES)))
+def test_a_playlist_take_never_reads_another_file(client: TestClient, tmp_path: Path,
+                                                  kind: str) -> None:
+    # a secret recording elsewhere on the server, loud and clear enough to pass every check
+    rate = 48000
+    secret_pcm = decode_bytes(take(1234), tmp_path / "s.wav")
+    secret = encode(secret_pcm, rate, tmp_path / "secret" / "secret.flac", "flac")
+    playlist = (f"#EXTM3U\n#EXT-X-TARGETDURATION:10\n#EXTINF:2.0,\n{secret}\n"
+                "#EXT-X-ENDLIST\n").encode()
+    r = put(client, "001/kami", playlist, kind)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"] == "undecodable_take"
+    kept = tmp_path / "rec"
+    assert not kept.exists() or not [p for p in kept.rglob("*") if p.is_file()]
+    assert client.get("/api/recording", headers=OP).json()["progress"]["all"]["done"] == 0
+
+
+def decode_bytes(data: bytes, path: Path) -> np.ndarray:
+    path.write_bytes(data)
+    return decode(path, RATE)
+
+
+def test_every_refusal_of_a_take_has_words_in_both_languages() -> None:
+    root = Path(__file__).resolve().parent.parent
+    codes = set(re.findall(r'TakeRefused\(\s*"([a-z_]+)"',
+                           (root / "audio" / "recording.py").read_text("utf-8")))
+    assert {"take_too_long", "undecodable_take", "clipped"} <= codes
+    for lang in ("ja", "en"):
+        strings = json.loads((root / "api" / "static" / f"strings.{lang}.json").read_text(
+            "utf-8"))
+        assert not sorted(c for c in codes if f"err_{c}" not in strings), lang

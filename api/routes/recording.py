@@ -68,7 +68,9 @@ async def state(request: Request, _p: Op) -> dict[str, Any]:
 @router.put("/api/recording/slots/{a}/{b}")
 async def save_take(a: str, b: str, request: Request, _p: Op) -> dict[str, Any]:
     """Keep the body (one take, as recorded: webm/opus, ogg, wav...) as the slot's recording.
-    422 with what to do when it clips, is too quiet or holds no speech; 413 past the limit."""
+    422 with what to do when it clips, is too quiet, holds no speech, lasts too long (decoding
+    stops at the limit) or is not audio in a container a recording comes in (a playlist naming
+    other files is refused unread); 413 past the size limit."""
     pack = pack_of(request)
     slot = _slot(a, b)
     _known(pack, slot)
