@@ -224,9 +224,8 @@ class OwnNullSink:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env)
         self._previous = os.environ.get("PULSE_SINK")
         os.environ["PULSE_SINK"] = self.name
-        for _ in range(50):
-            if recorded(self.monitor, self.env):
-                break
+        deadline = time.monotonic() + 30  # a busy machine may take a while to connect it
+        while not recorded(self.monitor, self.env) and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.2)
         return self
@@ -343,7 +342,7 @@ class Recorder:
              "--rate", str(self.rate), "--latency-ms", str(self.latency_ms)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=self.env)
         assert self.proc.stdout is not None
-        deadline = time.monotonic() + 8.0
+        deadline = time.monotonic() + 30.0
         seen: set[str] = set()
         while "STEADY" not in seen:
             left = deadline - time.monotonic()

@@ -26,6 +26,11 @@ def say(*words: object) -> None:
     print(*words, flush=True)
 
 
+# How long a step may take on a busy machine before it counts as not happening (the test
+# waits 10 s for each line this process prints; idle, each step takes well under a second)
+PATIENCE_S = 8.0
+
+
 async def main() -> None:
     loop = asyncio.get_running_loop()
     events: asyncio.Queue[SinkEvent] = asyncio.Queue()
@@ -48,27 +53,30 @@ async def main() -> None:
 
     async def clock_runs() -> bool:
         p = sink.position()
-        for _ in range(40):  # a busy machine may take a while to get a new stream going
+        deadline = loop.time() + PATIENCE_S  # a busy machine may take a while to get a new
+        while loop.time() < deadline:  # stream going
             await asyncio.sleep(0.05)
             if sink.position() - p > RATE // 10:
                 return True
         return False
 
     async def reopen_when_back() -> None:
-        for _ in range(30):
+        deadline = loop.time() + PATIENCE_S
+        while True:
             try:
                 await asyncio.to_thread(sink.reopen)
                 return
             except DeviceError:
+                if loop.time() > deadline:
+                    raise SystemExit("reopen never succeeded") from None
                 await asyncio.sleep(0.1)
-        raise SystemExit("reopen never succeeded")
 
     async def plays_a_clip(tag: int) -> bool:
         at = sink.position() + RATE // 20
         sink.play(np.full(RATE // 10, 0.1, dtype=np.float32), at, 0, tag)
-        done = await next_event(ClipDone, 3.0)
+        done = await next_event(ClipDone, PATIENCE_S)
         while not (isinstance(done, ClipDone) and done.tag == tag):
-            done = await next_event(ClipDone, 3.0)
+            done = await next_event(ClipDone, PATIENCE_S)
         return done.end_frame == at + RATE // 10
 
     tone = np.full(RATE * 30, 0.1, dtype=np.float32)
@@ -77,7 +85,7 @@ async def main() -> None:
 
     # 1. the sound server is killed under a playing stream
     await heard("KILLED")
-    fault = await next_event(DeviceFault, 3.0)
+    fault = await next_event(DeviceFault, PATIENCE_S)
     assert isinstance(fault, DeviceFault)
     say("FAULT", fault.reason)
     p = sink.position()
@@ -95,7 +103,7 @@ async def main() -> None:
     # 2. the sound server hangs (SIGSTOP): callbacks stop coming
     say("READY-STALL")
     await heard("FROZEN")
-    fault = await next_event(DeviceFault, 3.0)
+    fault = await next_event(DeviceFault, PATIENCE_S)
     assert isinstance(fault, DeviceFault)
     say("FAULT", fault.reason)
     await heard("THAWED")

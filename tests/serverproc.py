@@ -27,7 +27,10 @@ def free_port() -> int:
 
 class Server:
     def __init__(self, tmp: Path, config: dict[str, Any], token: str,
-                 host: str = "127.0.0.1") -> None:
+                 host: str = "127.0.0.1", deck_key: bytes | None = None) -> None:
+        """`deck_key`: the server's key of the reading orders, given (written where the
+        server keeps it) so that a test may know the order a seed gives:
+        `Deck.build(colors=..., seed=..., key=deck_key)`."""
         self.tmp = tmp
         self.host = host
         self.port = free_port()
@@ -35,6 +38,10 @@ class Server:
         self.base = f"http://127.0.0.1:{self.port}"
         cfg = dict(config)
         cfg.setdefault("journal_dir", str(tmp / "journal"))
+        if deck_key is not None:
+            keyfile = Path(cfg["journal_dir"]) / "deck.key"
+            keyfile.parent.mkdir(parents=True, exist_ok=True)
+            keyfile.write_text(deck_key.hex(), "utf-8")
         server = cfg.setdefault("server", {})
         server.setdefault("security", {})["operator_token"] = token
         self.config_path = tmp / "config.yaml"
@@ -42,7 +49,7 @@ class Server:
         self.log_path = tmp / "server.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 30.0, preexec_fn: Any = None,
+    def start(self, timeout: float = 90.0, preexec_fn: Any = None,
               piped: bool = False) -> "Server":
         """`preexec_fn` runs in the child before yomite (e.g. a file size limit); `piped`
         sends its output through a pipe (copied to the log by a thread), so that a limit on
@@ -59,13 +66,19 @@ class Server:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                self._close_pipe()
                 raise RuntimeError(f"yomite serve exited {self.proc.returncode}:\n{self.log()}")
             try:
-                if httpx2.get(f"{self.base}/api/health", timeout=1).status_code == 200:
+                # a health check on a busy machine may take a while: a slow answer is no
+                # reason to ask again
+                if httpx2.get(f"{self.base}/api/health", timeout=10).status_code == 200:
                     return self
             except httpx2.TransportError:
                 pass
             time.sleep(0.1)
+        # a server that never came up is stopped here: the caller's `finally` has not begun,
+        # and a Popen left running warns (ResourceWarning) in some later test
+        self.kill()
         raise RuntimeError(f"yomite serve did not come up in {timeout} s:\n{self.log()}")
 
     def _copy_output(self, proc: "subprocess.Popen[bytes]") -> None:
@@ -92,7 +105,7 @@ class Server:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
             try:
-                self.proc.wait(10)
+                self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 self.kill()
         self._close_pipe()

@@ -208,9 +208,18 @@ class TimelineMap:
         return timeline_s - self.offset
 
 
+def speaker_link(base: str, headers: dict[str, str], channel: str = "main") -> tuple[str, str]:
+    """The channel's speaker link and its key, as the operator's console gets them."""
+    r = httpx2.get(f"{base}/api/channels/{channel}/speakers", headers=headers, timeout=30)
+    r.raise_for_status()
+    url = str(r.json()["url"])
+    return url, url.split("#key=", 1)[1]
+
+
 @dataclass
 class ScheduleLog:
-    """Every clip and stop the speaker audience was sent, from a WebSocket of its own."""
+    """Every clip and stop the speaker audience was sent, from a WebSocket of its own (its URL
+    holds the channel's speaker key)."""
 
     ws_url: str
     clips: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -252,9 +261,10 @@ class ScheduleLog:
 class ClipAudio:
     """The served clips, decoded as a browser would (for where their sound starts)."""
 
-    def __init__(self, base: str, folder: Path) -> None:
+    def __init__(self, base: str, folder: Path, key: str) -> None:
         self.base = base
         self.folder = folder
+        self.headers = {"Authorization": f"Bearer {key}"}  # clips are for speakers only
         self._onset: dict[str, int] = {}
 
     def first_loud(self, url: str) -> int:
@@ -262,7 +272,7 @@ class ClipAudio:
         if url not in self._onset:
             path = self.folder / Path(url).name
             if not path.exists():
-                r = httpx2.get(self.base + url, timeout=30)
+                r = httpx2.get(self.base + url, headers=self.headers, timeout=30)
                 r.raise_for_status()
                 path.write_bytes(r.content)
             x = decode(path, RATE)

@@ -14,8 +14,9 @@ pytestmark = [pytest.mark.audio, pytest.mark.server]
 TOKEN = "audio-fault-operator-token-0123456789"
 
 
-def wait_state(c, pred, what, timeout=20.0, headers=None):
+def wait_state(c, pred, what, timeout=60.0, headers=None):
     deadline = time.monotonic() + timeout
+    st = None
     while time.monotonic() < deadline:
         st = c.get("/api/channels/main", headers=headers).json()
         if pred(st):
@@ -38,7 +39,7 @@ def test_killing_the_sound_server_pauses_and_resume_brings_it_back(tmp_path, mon
         }, TOKEN).start()
         try:
             op = server.op
-            with httpx2.Client(base_url=server.base, timeout=10) as c:
+            with httpx2.Client(base_url=server.base, timeout=30) as c:
                 assert "device pulse" in c.get("/api/health").json()["channels"]["main"][
                     "output"]
                 c.post("/api/channels/main/match", json={"seed": 4}, headers=op)

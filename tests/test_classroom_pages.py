@@ -185,7 +185,8 @@ def test_a_speaker_page_on_a_channel_without_speakers_says_so(server: Server,
                                                              browser: Browser) -> None:
     errors: list[str] = []
     page = open_page(browser, f"{server.base}/speaker/main", errors)
-    expect(page.locator("#sound-text")).to_contain_text("スピーカーに使えません")
-    expect(page.locator("#sound-text")).to_contain_text("output: browser or both")
+    # said in the page's language, naming the setting to change
+    expect(page.locator("#sound-text")).to_contain_text("使えません")
+    expect(page.locator("#sound-text")).to_contain_text("server.channels[].output")
     assert page.evaluate("Y.live.stopped"), "it stops asking"
     assert not [e for e in errors if "WebSocket" not in e], errors

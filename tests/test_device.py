@@ -313,19 +313,17 @@ class PrivatePulse:
             ["pulseaudio", "-n", "-F", str(self.dir / "server.pa"), "--daemonize=no",
              "--exit-idle-time=-1", "--use-pid-file=no", "--log-target=stderr"],
             env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(50):
-            if subprocess.run(["pactl", "info"], env=self.env, capture_output=True).returncode == 0:
-                break
+        deadline = time.monotonic() + 30  # a busy machine may take a while to start it
+        while subprocess.run(["pactl", "info"], env=self.env, capture_output=True).returncode:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the private PulseAudio did not come up")
             time.sleep(0.1)
-        else:
-            raise RuntimeError("the private PulseAudio did not come up")
         # an idle null sink renders 2 s ahead; a low-latency client keeps it real-time
         self.keeper = subprocess.Popen(
             ["parec", "-d", "fault.monitor", "--raw", "--latency-msec=5"],
             env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(50):
-            if recorded("fault.monitor", self.env):
-                break
+        deadline = time.monotonic() + 30
+        while not recorded("fault.monitor", self.env) and time.monotonic() < deadline:
             time.sleep(0.05)
 
     def kill(self) -> None:
@@ -376,7 +374,7 @@ def test_a_dead_or_hung_server_is_a_fault_not_a_crash(private_pulse, sink_class)
     threading.Thread(target=pump, daemon=True).start()
     said: list[str] = []
 
-    def expect(word: str, timeout: float = 10.0) -> str:
+    def expect(word: str, timeout: float = 60.0) -> str:
         try:
             line = lines.get(timeout=timeout)
         except queue.Empty:

@@ -47,6 +47,16 @@ CACHE = Path(os.environ.get("YOMITE_TEST_CACHE", "/tmp/yomite-test-cache"))
 SEED = 7
 LEAD_IN_S = 0.5
 HELD_S = 1.5  # the hand stays up at least this long
+MEMORISE_S = 8  # long enough for the pages to be seen counting down on a busy machine
+# How long after the press the reading may still be heard: the press's trip (page, WebSocket,
+# server, audio process: ~0.1 s idle, up to ~0.8 s seen with two CPU burners running) and the
+# output's buffer. The bug it guards, a hold that does not cut the verse, reads the verse on
+# to its end: ~3 s later idle, and always more than this bound (checked on the match's log).
+HOLD_SILENT_S = 1.0
+# How soon after the release the reading is heard again: the lead-in, and the release's trip
+# on a busy machine. The bug it guards, a resume that does not restart the sound (it waits for
+# some later event), stays silent past it.
+BACK_WITHIN_S = LEAD_IN_S + 2.0
 PUBLIC_URL = "https://yomite-hall.test"
 
 
@@ -165,7 +175,7 @@ def shot(page: Page, name: str, *, phone: bool) -> None:
 
 
 def op_state(server: Server) -> dict[str, Any]:
-    r = httpx2.get(f"{server.base}/api/channels/main", headers=server.op, timeout=5)
+    r = httpx2.get(f"{server.base}/api/channels/main", headers=server.op, timeout=30)
     assert r.status_code == 200, r.text
     state: dict[str, Any] = r.json()
     # the reader holds the match itself when its output stalls (a hold named @audio); say so
@@ -178,7 +188,7 @@ def op_state(server: Server) -> dict[str, Any]:
 
 
 def wait_for(server: Server, what: str, ok: Callable[[dict[str, Any]], bool],
-             timeout_s: float = 30) -> dict[str, Any]:
+             timeout_s: float = 90) -> dict[str, Any]:
     deadline = time.monotonic() + timeout_s
     s: dict[str, Any] = {}
     while time.monotonic() < deadline:
@@ -231,7 +241,8 @@ def assert_phrase_breaks(page: Page, selector: str) -> list[str]:
 
 
 def log_timeline(server: Server) -> list[dict[str, Any]]:
-    r = httpx2.get(f"{server.base}/api/channels/main/match/log", headers=server.op, timeout=5)
+    r = httpx2.get(f"{server.base}/api/channels/main/match/log", headers=server.op,
+                   timeout=30)
     assert r.status_code == 200, r.text
     timeline: list[dict[str, Any]] = r.json()["timeline"]
     return timeline
@@ -287,10 +298,20 @@ def test_referee_joins_with_the_pin_keeps_its_identity_and_language(
     ref.click("button.lang")
     expect(ref.locator("#hold-main")).to_have_text("止める")
 
-    # a dropped connection comes back by itself, as the same referee
+    # a dropped connection comes back by itself, as the same referee; every state the page
+    # shows is noted as it happens (on a busy machine a look may come after "reconnecting")
+    ref.evaluate("""() => {
+      const conn = document.getElementById('conn');
+      window.connStates = [];
+      new MutationObserver((records) => {
+        for (const r of records) window.connStates.push(r.oldValue);
+        window.connStates.push(conn.dataset.state);
+      }).observe(conn, {attributes: true, attributeFilter: ['data-state'],
+                        attributeOldValue: true});
+    }""")
     ref.evaluate("Y.live.ws.close()")
-    expect(ref.locator("#conn")).to_have_attribute("data-state", "reconnecting")
-    expect(ref.locator("#conn")).to_have_attribute("data-state", "online", timeout=5000)
+    ref.wait_for_function("() => window.connStates.includes('reconnecting')")
+    expect(ref.locator("#conn")).to_have_attribute("data-state", "online", timeout=30_000)
     assert ref.evaluate("Y.live.hello.referee") == me
     refs = [r for r in op_state(server)["referees"] if r["name"] == "mat 1"]
     assert [r["id"] for r in refs] == [me] and refs[0]["connected"]
@@ -369,7 +390,7 @@ def test_console_starts_a_match_a_referee_stops_it_and_the_audio_stops(
             console.click(f"label[for=colour-{colour}]")
     expect(console.locator("#colour-picks input:checked")).to_have_count(1)
     console.fill("#seed", str(SEED))
-    console.fill("#memorise", "2")
+    console.fill("#memorise", str(MEMORISE_S))
     console.fill("#cards", "3")
 
     # rule 1 in game 1: the bow alone (the match is prepared by the same tap), then the
@@ -391,21 +412,22 @@ def test_console_starts_a_match_a_referee_stops_it_and_the_audio_stops(
         expect(ref.locator("#detail")).to_contain_text("残り")
         shot(dp, "display-countdown-desktop", phone=False)
 
-        # hold during card 2's upper verse, when card 1 has been read
+        # hold during card 2's upper verse, when card 1 has been read: pressed as soon as the
+        # verse is seen to begin, so that most of it is still to come (on a busy machine the
+        # press comes later; check_audio says if too late to tell a cut from the verse's end)
+        ref.evaluate("""document.getElementById('hold').addEventListener('pointerdown',
+            () => { window.pressedAt = performance.timeOrigin + performance.now(); },
+            {capture: true})""")
         s = wait_for(server, "card 2's upper verse",
                      lambda m: (m["segment"] or {}).get("label") == "card_kami"
                      and m["segment"]["card"] == 2)
+        ref.locator("#hold").tap()
+        expect(ref.locator("#hold")).to_have_attribute("data-state", "mine")
+        t_press = monotonic_of(ref, "window.pressedAt")
         card1 = s["match"]["cards"][0]
         assert card1["finished_s"] is not None
         expect(dp.locator("#last")).to_have_attribute("data-poem", str(card1["poem"]))
         expect(dp.locator("#last-shimo")).to_have_text(poems[card1["poem"]]["shimo"])
-        time.sleep(0.6)  # into the verse
-        ref.evaluate("""document.getElementById('hold').addEventListener('pointerdown',
-            () => { window.pressedAt = performance.timeOrigin + performance.now(); },
-            {capture: true})""")
-        ref.locator("#hold").tap()
-        expect(ref.locator("#hold")).to_have_attribute("data-state", "mine")
-        t_press = monotonic_of(ref, "window.pressedAt")
         expect(ref.locator("#hold-main")).to_have_text("再開")
 
         # everyone sees the hand: the console with the referee's name, the projector's banner
@@ -434,7 +456,7 @@ def test_console_starts_a_match_a_referee_stops_it_and_the_audio_stops(
 
         # to the end; the projector shows only cards whose lower verse has been read
         shown: set[int] = set()
-        deadline = time.monotonic() + 40
+        deadline = time.monotonic() + 120
         while True:
             poem = dp.locator("#last").get_attribute("data-poem")
             text = dp.locator("body").inner_text()
@@ -465,7 +487,8 @@ def test_console_starts_a_match_a_referee_stops_it_and_the_audio_stops(
             zw("読み終わりました（もう一枚読むときにまた使えます）"))
         assert_phrase_breaks(ref, "#hold-sub")
         shot(console, "console-finished-desktop", phone=False)
-        assert not any(s.get("label") == "end_call" for s in log_timeline(server))
+        timeline = log_timeline(server)  # this match's (the next one is prepared below)
+        assert not any(s.get("label") == "end_call" for s in timeline)
 
     # rule 18: when every mat is ready, the thanks and the move call, then the match is over
     console.click("#close")
@@ -519,12 +542,28 @@ def test_console_starts_a_match_a_referee_stops_it_and_the_audio_stops(
         assert all(c["poem"] is None for c in mm["cards"] if c["finished_s"] is None)
 
     assert rec.capture is not None
-    check_audio(rec.capture, t_press, t_release)
+    check_audio(rec.capture, t_press, t_release, timeline)
 
 
-def check_audio(cap: Capture, t_press: float, t_release: float) -> None:
-    """Sound just before the press; silence from at most 100 ms after it for as long as the hand
-    was up; sound again once the lead-in that follows the release is over."""
+def verse_left_at_cut(timeline: list[dict[str, Any]]) -> float:
+    """How much of the verse the hold cut was still to be read (seconds), from the match's
+    log: the cut entry, and the same verse read again after the resume."""
+    i = next(k for k, e in enumerate(timeline) if e["kind"] == "verse" and e.get("cut"))
+    cut = timeline[i]
+    again = next(e for e in timeline[i + 1:] if e["kind"] == "verse")
+    assert (again["card"], again["verse"]) == (cut["card"], cut["verse"]), (cut, again)
+    whole = again.get("from_s", 0.0) + again["end_s"] - again["start_s"]
+    return whole - cut.get("from_s", 0.0) - (cut["end_s"] - cut["start_s"])
+
+
+def check_audio(cap: Capture, t_press: float, t_release: float,
+                timeline: list[dict[str, Any]]) -> None:
+    """Sound just before the press; silence from at most HOLD_SILENT_S after it for as long as
+    the hand was up; sound again once the lead-in that follows the release is over."""
+    left = verse_left_at_cut(timeline)
+    assert left > HOLD_SILENT_S + 0.25, (
+        f"the press came {left:.2f} s before the verse's end: too late to tell a hold that "
+        "cuts the verse from one that lets it end")
     loud = np.abs(cap.x) > THRESHOLD
 
     def frame(t: float) -> int:
@@ -545,12 +584,14 @@ def check_audio(cap: Capture, t_press: float, t_release: float) -> None:
     print(f"\naudio: last sound {(last_sound - t_press) * 1000:+.0f} ms from the press, sound "
           f"again {(back - t_release) * 1000:.0f} ms after the release (lead-in "
           f"{LEAD_IN_S * 1000:.0f} ms), silent for {back - last_sound:.2f} s; capture jitter "
-          f"{cap.jitter_ms:.1f} ms; sound near the press (ms): {near}")
-    assert last_sound < t_press + 0.1, (
+          f"{cap.jitter_ms:.1f} ms; sound near the press (ms): {near}; the verse had "
+          f"{left:.2f} s to go")
+    assert last_sound < t_press + HOLD_SILENT_S, (
         f"the reading went on {(last_sound - t_press) * 1000:.0f} ms after the press")
     assert last_sound > t_press - 0.5, "a long silence before the press: the test is broken"
-    assert back - last_sound >= HELD_S, f"only {back - last_sound:.2f} s of silence while held"
-    assert LEAD_IN_S - 0.05 < back - t_release < LEAD_IN_S + 1.0, (
+    # `back` is the first sound after the release: with the bound above, silence from
+    # HOLD_SILENT_S after the press until the lead-in that follows the release was over
+    assert LEAD_IN_S - 0.05 < back - t_release < BACK_WITHIN_S, (
         f"the reading came back {back - t_release:.2f} s after the release")
 
 
@@ -565,7 +606,7 @@ def test_no_audio_device_is_said_in_the_pages_language_and_start_asks_first(
                           "audio": {"device": "no-such-device-for-yomite"}}, TOKEN).start()
     p = Pages(browser, s.base)
     try:
-        health = httpx2.get(f"{s.base}/api/health", timeout=5).json()
+        health = httpx2.get(f"{s.base}/api/health", timeout=30).json()
         assert health["channels"]["main"]["audio"] == "no_device"
         console = p.open(f"/console#token={TOKEN}", phone=True)
         warning = console.locator("#audio-warning")
@@ -576,11 +617,12 @@ def test_no_audio_device_is_said_in_the_pages_language_and_start_asks_first(
         expect(console.locator("#output")).to_contain_text("音声出力装置を開けません")
         console.click("#start")
         expect(console.locator("#start")).to_have_text(zw("もう一度押すと音なしで始めます"))
-        st = httpx2.get(f"{s.base}/api/channels/main", headers=s.op, timeout=5).json()
+        st = httpx2.get(f"{s.base}/api/channels/main", headers=s.op, timeout=30).json()
         assert st["match"] is None, "one press starts nothing"
         console.click("#start")
         expect(console.locator("#phase")).to_have_attribute(
-            "data-phase", re.compile("bowing|announcing|memorising"))
+            # started: a busy machine may show it a phase or two on
+            "data-phase", re.compile("bowing|announcing|memorising|prelude|reading|finished"))
         assert_phrase_breaks(console, "#audio-warning")
         breaks = assert_phrase_breaks(console, "#resume")
         assert breaks, "the test looks at a line that wraps at 360 px"

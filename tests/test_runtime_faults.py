@@ -49,7 +49,7 @@ def runtime(tmp_path, **match) -> tuple[ChannelRuntime, FailingVoice]:
     return rt, voice
 
 
-async def until(what, timeout: float = 10.0) -> None:
+async def until(what, timeout: float = 60.0) -> None:
     async with asyncio.timeout(timeout):
         while not what():
             await asyncio.sleep(0.01)
@@ -71,8 +71,10 @@ async def test_a_voice_that_fails_mid_match_pauses_the_channel_and_the_task_live
         assert set(holds()) == {"@fault", "r1"}
         voice.broken = None
         await rt.submit(ClearHolds())  # the voice answers again: the reading goes past it
-        await until(lambda: (rt.state()["match"]["segment"] or {}).get("label")
-                    == "card_shimo" and not rt.state()["match"]["paused"])
+        # card 1's lower verse is read to its end (a state that stays, where its segment is
+        # a moment a busy machine can let pass between two looks)
+        await until(lambda: rt.state()["match"]["cards"][0]["finished_s"] is not None)
+        assert "@fault" not in holds()
     finally:
         await rt.stop()
 
@@ -87,14 +89,17 @@ async def test_an_engine_that_cannot_plan_never_ends_the_task(tmp_path):
         rt.engine.next_deadline = lambda: 1 / 0  # type: ignore[method-assign]
         rt.post(Hold("r1", "mat 1"))  # wakes the task, which asks for the deadline again
         await until(lambda: rt.fault is not None)
-        await asyncio.sleep(0.1)
-        assert rt.running and "ZeroDivisionError" in rt.fault
+        assert "ZeroDivisionError" in rt.fault
         assert "@fault" in [h["referee"] for h in rt.state()["match"]["holds"]]
         # a match that cannot even plan is left behind: a new one may be prepared at once
+        # (answered by the task: had the fault ended it, this would raise ChannelStopped)
         state = await rt.submit(PrepareMatch(seed=4))
+        assert rt.running
         assert state["match"]["phase"] == "ready" and state["fault"] is None
         await rt.submit(Start())
-        await until(lambda: rt.state()["match"]["phase"] == "memorising")
+        # it runs: the call, then the memorisation (or later: 0.2 s is soon over)
+        await until(lambda: rt.state()["match"]["phase"] in (
+            "memorising", "reading", "finished"))
     finally:
         await rt.stop()
 
