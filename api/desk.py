@@ -5,6 +5,12 @@ from memory, let `desk.tournament` compute the change, write it in one transacti
 new tournament in memory. The event loop never waits on the database, so a referee's hold is
 never slowed by a result being written. Live pages wait on a tournament's version.
 
+The live pages' views (the desk's, and the public standings the projectors poll without a
+login) are built once per version of the tournament (api/desk_views.py), in a worker thread
+when the tournament is large, and kept as JSON: fifty projectors waking at a result share one
+build, and the event loop (which applies the referees' holds) only sends bytes. What changes
+without the version (each round's reading, live from its channel) is filled in per request.
+
 Starting a round prepares and starts the block's channel match through the channel's inbox,
 like the REST routes do; the round remembers the match's journal, so the desk can show whether
 that match is being read, paused or finished. A round whose start was interrupted by a crash
@@ -31,6 +37,7 @@ from reader.config import Config
 from reader.errors import ReaderError
 from reader.events import Close, ExtraCard, Start
 
+from .desk_views import PUBLIC_READING, Builds, Built, Kind, build_view, json_bytes
 from .hall import Hall
 from .runtime import PrepareMatch
 
@@ -75,6 +82,9 @@ class Desk:
         self.cache: dict[str, Tournament] = {}
         self._db = ThreadPoolExecutor(1, thread_name_prefix="desk-db")
         self._changed: dict[str, asyncio.Event] = {}
+        # the live pages' views and the public files: built once per version, shared
+        self.views = Builds(self.get)
+        self._filled: dict[tuple[str, Kind], tuple[Built, bytes, bytes]] = {}
 
     # ------------------------------------------------------------------ life
     async def start(self) -> None:
@@ -99,6 +109,7 @@ class Desk:
         if self.repo is not None:
             await self._call(self.repo.close)
         self._db.shutdown(wait=True)
+        self.views.close()
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -155,6 +166,7 @@ class Desk:
             return t
 
         out = await self._call(work)
+        self._forget(t.id)
         self._notify(t.id)
         return out
 
@@ -167,6 +179,7 @@ class Desk:
             self.cache.pop(tid, None)
 
         await self._call(work)
+        self._forget(tid)
         self._notify(tid)
 
     async def change(self, tid: str, op: Op) -> Tournament:
@@ -224,6 +237,35 @@ class Desk:
         except TimeoutError:
             pass
         return self.get(tid)
+
+    # ------------------------------------------------------------------ the live views
+    def _forget(self, tid: str) -> None:
+        self.views.forget(tid)
+        for kind in ("desk", "public"):
+            self._filled.pop((tid, kind), None)
+
+    async def view_json(self, tid: str, kind: Kind, after: int | None = None) -> bytes:
+        """The desk's (`desk`) or the public (`public`) view of the tournament as JSON; with
+        `after`, once the version is past it (or as it is after desk.long_poll_s). Built once
+        per version (in a worker thread for a large tournament); each round's live reading
+        filled in as it is now."""
+        t = self.get(tid)
+        if after is not None and t.version <= after:
+            t = await self.wait(tid, after, self.config.desk.long_poll_s)
+        b: Built = await self.views.made(tid, kind, partial(build_view, kind), t.version)
+        values: list[object] = []
+        for r in b.rounds:
+            live = self.reading_state(r) if r is not None else None
+            if kind == "public" and live is not None:
+                live = {k: live.get(k) for k in PUBLIC_READING}
+            values.append(live)
+        filled = json_bytes(values)
+        kept = self._filled.get((tid, kind))
+        if kept is not None and kept[0] is b and kept[1] == filled:
+            return kept[2]
+        body = b.fill(values)
+        self._filled[(tid, kind)] = (b, filled, body)
+        return body
 
     # ------------------------------------------------------------------ the readers
     def _channel(self, name: str | None) -> Any:

@@ -90,9 +90,12 @@ class ExtraCardRequest(Strict):
 
 
 class ResultIn(Strict):
-    cards: dict[Annotated[int, Field(ge=1, le=100000)], Annotated[int, Field(ge=0, le=100)]] = \
+    # the cards are whole numbers as JSON writes them: `true` or 7.0 is no count of cards
+    # (the entry numbers are the object's keys, so text)
+    cards: dict[Annotated[int, Field(ge=1, le=100000)],
+                Annotated[int, Field(ge=0, le=100, strict=True)]] = \
         Field(min_length=2, max_length=3, description="entry number -> cards taken")
-    tiebreak: int | None = Field(default=None, ge=1, le=100000,
+    tiebreak: int | None = Field(default=None, ge=1, le=100000, strict=True,
                                  description="a tied final: who took the extra card")
 
 

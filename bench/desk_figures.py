@@ -52,10 +52,13 @@ def commits() -> None:
         ch = ops.draw_blocks(t, 4, Method.CLUBS, 1, ["a", "b", "c", "d"])
         repo.apply(t.id, t.version, ch)
         t = ops.apply(t, ch)
-        for b in "ABCD":
-            ch = ops.pair_next(t, b, "now")
-            repo.apply(t.id, t.version, ch)
-            t = ops.apply(t, ch)
+        for b in "ABCD":  # paired and read: results are entered once a round is read
+            for step in (lambda t, b=b: ops.pair_next(t, b, "now"),
+                         lambda t, b=b: ops.start_reading(t, b, 1, b.lower(), "now"),
+                         lambda t, b=b: ops.confirm_reading(t, b, 1, 1, "j")):
+                ch = step(t)
+                repo.apply(t.id, t.version, ch)
+                t = ops.apply(t, ch)
         lat: list[float] = []
         matches = [(r.number, m) for r in t.rounds for m in r.matches]
         for k in range(200):

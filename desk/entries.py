@@ -27,6 +27,10 @@ HEADERS = {
     "block": ("block", "ブロック"),
 }
 BLOCK_NAME = re.compile(r"^[A-Z0-9]{1,4}$")
+# what makes a spreadsheet read a cell as a formula (OWASP's CSV injection list, and the
+# full-width forms Japanese Excel also takes): such a cell is written with a ' before it,
+# which the spreadsheet shows as text and does not run
+FORMULA_START = tuple("=+-@\t\r") + tuple("＝＋－＠")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
 
 
@@ -108,7 +112,7 @@ def read_entries(data: bytes | str) -> tuple[list[Entry], list[str]]:
     for line_no, row in enumerate(rows[1:], 2):
         if not any(c.strip() for c in row):
             continue
-        get = {k: (row[i] if i < len(row) else "") for k, i in columns.items()}
+        get = {k: _unquoted(row[i] if i < len(row) else "") for k, i in columns.items()}
         try:
             out.append(entry(get["name"], get.get("furigana", ""), get.get("club", ""),
                              get.get("grade", ""), get.get("block")))
@@ -131,11 +135,32 @@ def read_entries(data: bytes | str) -> tuple[list[Entry], list[str]]:
     return out, warnings
 
 
+def _formula(text: str) -> bool:
+    """Would a spreadsheet run it, once the quotes `as_text` adds are taken off?"""
+    return text.lstrip("'").startswith(FORMULA_START)
+
+
+def _unquoted(cell: str) -> str:
+    """A cell as `write_csv` neutralised it, back as it was (a players' CSV imported again)."""
+    return cell[1:] if cell.startswith("'") and _formula(cell) else cell
+
+
+def as_text(value: object) -> object:
+    """A text a spreadsheet would run as a formula (`=HYPERLINK(...)`, `+81...`, `@SUM`)
+    prefixed with a single quote; numbers and every other text as they are. (A text that
+    already begins with quotes before such a character gets one more, so that reading the
+    file back gives every text exactly.)"""
+    if isinstance(value, str) and _formula(value):
+        return "'" + value
+    return value
+
+
 def write_csv(header: list[str], rows: list[list[object]]) -> str:
-    """CSV with a BOM, so that Excel opens the Japanese as UTF-8."""
+    """CSV with a BOM, so that Excel opens the Japanese as UTF-8. A text that a spreadsheet
+    would take for a formula is written as text (`as_text`): a player's name is anyone's."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\r\n")
     w.writerow(header)
     for r in rows:
-        w.writerow(["" if v is None else v for v in r])
+        w.writerow(["" if v is None else as_text(v) for v in r])
     return "\ufeff" + buf.getvalue()

@@ -1,5 +1,9 @@
 """The desk's errors: each says what was wrong and what to do. The API maps them to 404 (not
-found), 409 (a step out of order) and 422 (bad input), with the same JSON body as the rest."""
+found), 409 (a step out of order) and 422 (bad input), with the same JSON body as the rest.
+
+The code is the class's, or one more precise given where the error is raised
+(`Invalid(..., code="cards_over_read")`): the pages show every code in their language
+(`err_<code>` in api/static/desk-strings.*.json)."""
 
 from __future__ import annotations
 
@@ -8,9 +12,11 @@ class DeskError(Exception):
     status = 400
     code = "desk_error"
 
-    def __init__(self, detail: str, hint: str = "") -> None:
+    def __init__(self, detail: str, hint: str = "", *, code: str | None = None) -> None:
         self.detail = detail
         self.hint = hint
+        if code is not None:
+            self.code = code
         super().__init__(detail)
 
 

@@ -16,6 +16,7 @@ from .errors import Invalid
 from .model import (
     COLOURS,
     Block,
+    Confirmed,
     Match,
     Method,
     Player,
@@ -66,11 +67,14 @@ def to_document(t: Tournament) -> dict[str, Any]:
                 "journal": r.reading.journal, "extra_cards": r.reading.extra_cards},
             "matches": [{"mat": m.mat, "players": list(m.players), "result": _result(m.result)}
                         for m in r.matches],
+            "confirmed": None if r.confirmed is None else {"by": r.confirmed.by,
+                                                           "at": r.confirmed.at},
         } for r in t.rounds],
         "referees": [{"referee": x.referee, "name": x.name, "channel": x.channel,
                       "mats": list(x.mats)} for x in t.referees],
         "history": [{"round": c.round, "mat": c.mat, "before": _result(c.before),
-                     "after": _result(c.after), "by": c.by, "at": c.at} for c in t.history],
+                     "after": _result(c.after), "by": c.by, "at": c.at,
+                     "confirmed": c.confirmed} for c in t.history],
     }
 
 
@@ -115,7 +119,9 @@ class _Reader:
             raise self.fail(f"must be a text of at most {limit} characters")
         return v
 
-    def boolean(self) -> bool:
+    def boolean(self, default: bool | None = None) -> bool:
+        if self.data is None and default is not None:
+            return default
         if not isinstance(self.data, bool):
             raise self.fail("must be true or false")
         return self.data
@@ -204,9 +210,13 @@ def from_document(data: Any) -> Tournament:
         colour = r.get("colour").text(16)
         if colour not in COLOURS:
             raise r.get("colour").fail(f"must be one of {', '.join(COLOURS)}")
+        # (documents written before the desk confirmed results have no "confirmed")
+        cf = r.get("confirmed")
+        confirmed = None if cf.data is None else Confirmed(cf.get("by").text(120),
+                                                           cf.get("at").text(40))
         rounds.append(Round(block, number, r.get("final").boolean(), colour, tuple(matches),
                             r.get("paired_at").text(40), reading,
-                            tuple(n.text(300) for n in r.get("notes").items(20))))
+                            tuple(n.text(300) for n in r.get("notes").items(20)), confirmed))
     referees = [RefereeMats(r.get("referee").text(40), r.get("name").text(40),
                             r.get("channel").text(32),
                             tuple(m.integer(1, 999) for m in r.get("mats").items(100)))
@@ -218,7 +228,8 @@ def from_document(data: Any) -> Tournament:
             raise r.get("after").fail("must be a result")
         history.append(ResultChange(r.get("round").integer(1, 100), r.get("mat").integer(1, 999),
                                     _read_result(r.get("before"), None), after,
-                                    r.get("by").text(120), r.get("at").text(40)))
+                                    r.get("by").text(120), r.get("at").text(40),
+                                    r.get("confirmed").boolean(default=False)))
     settings = Settings(rounds=head.get("rounds").integer(1, 20),
                         cards=head.get("cards").integer(1, 100))
     return Tournament(

@@ -84,6 +84,15 @@ class Reading:
 
 
 @dataclass(frozen=True, slots=True)
+class Confirmed:
+    """The desk's confirmation (確定) of a round's results: from then on only the desk changes
+    them. A final has no next round to lock it otherwise."""
+
+    by: str
+    at: str
+
+
+@dataclass(frozen=True, slots=True)
 class Round:
     block: str
     number: int  # 1..settings.rounds, then settings.rounds + 1 for the final
@@ -93,6 +102,7 @@ class Round:
     paired_at: str = ""
     reading: Reading | None = None
     notes: tuple[str, ...] = ()  # what the pairing could not avoid (a rematch, a same-club pair)
+    confirmed: Confirmed | None = None
 
     def match_at(self, mat: int) -> Match | None:
         return next((m for m in self.matches if m.mat == mat), None)
@@ -112,7 +122,8 @@ class RefereeMats:
 
 @dataclass(frozen=True, slots=True)
 class ResultChange:
-    """One entry or correction of a result, kept for good."""
+    """One entry or correction of a result, kept for good; or (`confirmed`) the desk's
+    confirmation of the result as it stands (`before` and `after` are then the same)."""
 
     round: int
     mat: int
@@ -120,6 +131,7 @@ class ResultChange:
     after: Result
     by: str
     at: str
+    confirmed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +154,10 @@ class Tournament:
 
     # ------------------------------------------------------------ look-ups
     def player(self, no: int) -> Player | None:
+        # players are numbered 1.. in entry order: found at once (a view of 400 players asks
+        # thousands of times), else looked for
+        if 0 < no <= len(self.players) and self.players[no - 1].no == no:
+            return self.players[no - 1]
         return next((p for p in self.players if p.no == no), None)
 
     def block(self, name: str) -> Block | None:

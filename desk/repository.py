@@ -29,6 +29,7 @@ from sqlalchemy import (
     create_engine,
     delete,
     event,
+    false,
     select,
     update,
 )
@@ -39,6 +40,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from .errors import Conflict, DeskError
 from .model import (
     Block,
+    Confirmed,
     Match,
     Method,
     Player,
@@ -60,6 +62,7 @@ from .tournament import (
     ReadingChanged,
     RefereeChanged,
     ResultRecorded,
+    RoundConfirmed,
     RoundPaired,
     RoundRemoved,
     SettingsChanged,
@@ -138,6 +141,8 @@ class RoundRow(Base):
     reading_seed: Mapped[int | None] = mapped_column(BigInteger)
     reading_journal: Mapped[str | None] = mapped_column(String(200))
     reading_extra_cards: Mapped[int] = mapped_column(Integer, default=0)
+    confirmed_by: Mapped[str | None] = mapped_column(String(120))  # null: not confirmed
+    confirmed_at: Mapped[str | None] = mapped_column(String(40))
 
 
 class MatchRow(Base):
@@ -168,6 +173,7 @@ class ResultChangeRow(Base):
     after: Mapped[dict[str, Any]] = mapped_column(JSON)
     by: Mapped[str] = mapped_column(String(120))
     at: Mapped[str] = mapped_column(String(40))
+    confirmed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class RefereeRow(Base):
@@ -211,10 +217,16 @@ def _set_reading(row: RoundRow, reading: Reading | None) -> None:
     row.reading_extra_cards = reading.extra_cards if reading else 0
 
 
+def _set_confirmed(row: RoundRow, c: Confirmed | None) -> None:
+    row.confirmed_by = c.by if c else None
+    row.confirmed_at = c.at if c else None
+
+
 def _round_rows(tid: str, r: Round) -> list[Base]:
     row = RoundRow(tournament=tid, block=r.block, number=r.number, final=r.final,
                    colour=r.colour, paired_at=r.paired_at, notes=list(r.notes))
     _set_reading(row, r.reading)
+    _set_confirmed(row, r.confirmed)
     out: list[Base] = [row]
     for m in r.matches:
         res = m.result
@@ -228,7 +240,8 @@ def _round_rows(tid: str, r: Round) -> list[Base]:
 def _change_row(tid: str, c: ResultChange) -> ResultChangeRow:
     return ResultChangeRow(tournament=tid, number=c.round, mat=c.mat,
                            before=result_to_dict(c.before) if c.before else None,
-                           after=result_to_dict(c.after), by=c.by, at=c.at)
+                           after=result_to_dict(c.after), by=c.by, at=c.at,
+                           confirmed=c.confirmed)
 
 
 # ---------------------------------------------------------------------- the repository
@@ -310,12 +323,15 @@ class Repository:
                             r.reading_requested_at or "", r.reading_seed, r.reading_journal,
                             r.reading_extra_cards)
                     if r.reading_channel is not None and r.reading_status is not None else None,
-                    tuple(r.notes)) for r in rounds),
+                    tuple(r.notes),
+                    Confirmed(r.confirmed_by, r.confirmed_at or "")
+                    if r.confirmed_by is not None else None) for r in rounds),
                 referees=tuple(RefereeMats(x.referee, x.name, x.channel, tuple(x.mats))
                                for x in refs),
                 history=tuple(ResultChange(c.number, c.mat,
                                            result_from_dict(c.before) if c.before else None,
-                                           result_from_dict(c.after), c.by, c.at)
+                                           result_from_dict(c.after), c.by, c.at,
+                                           bool(c.confirmed))
                               for c in changes),
                 version=t.version,
             )
@@ -404,6 +420,11 @@ class Repository:
                 m.cards, m.tiebreak = list(res.cards), res.tiebreak
                 m.result_by, m.result_at = res.by, res.at
                 s.add(_change_row(tid, ch))
+            case RoundConfirmed(block=block, number=n, confirmed=c, changes=chs):
+                rc = s.get(RoundRow, (tid, block, n))
+                assert rc is not None
+                _set_confirmed(rc, c)
+                s.add_all([_change_row(tid, x) for x in chs])
             case RefereeChanged(referee=ref):
                 s.execute(delete(RefereeRow).where(RefereeRow.tournament == tid,
                                                    RefereeRow.referee == ref.referee))

@@ -56,6 +56,7 @@ def round_view(t: Tournament, r: Round, public: bool = False) -> dict[str, Any]:
         "results": sum(1 for m in r.matches if m.result is not None),
         "complete": complete(t, r),
         "cards_read": cards_read(t, r),
+        "confirmed": r.confirmed is not None,
     }
     if not public:
         out["paired_at"] = r.paired_at
@@ -66,6 +67,8 @@ def round_view(t: Tournament, r: Round, public: bool = False) -> dict[str, Any]:
             "requested_at": r.reading.requested_at, "seed": r.reading.seed,
             "journal": r.reading.journal, "extra_cards": r.reading.extra_cards}
         out["flags"] = [_flag(f) for f in round_flags(t, r)]
+        out["confirmed_by"] = None if r.confirmed is None else {
+            "by": r.confirmed.by, "at": r.confirmed.at}
     return out
 
 
@@ -155,5 +158,8 @@ def public_view(t: Tournament) -> dict[str, Any]:
 
 
 def history_view(t: Tournament) -> list[dict[str, Any]]:
+    """Every entry and correction of a result, and each confirmation by the desk (the result
+    confirmed, `confirmed: true`), in the order they happened."""
     return [{"round": c.round, "mat": c.mat, "before": _result(c.before),
-             "after": _result(c.after), "by": c.by, "at": c.at} for c in t.history]
+             "after": _result(c.after), "by": c.by, "at": c.at, "confirmed": c.confirmed}
+            for c in t.history]

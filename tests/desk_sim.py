@@ -86,7 +86,7 @@ class Desk:
     def referee_of(self, mat: int) -> dict[str, str]:
         return next(r["headers"] for r in self.referees.values() if mat in r["mats"])
 
-    def wait_channels(self, channels: list[str], phase: str, timeout: float = 30) -> None:
+    def wait_channels(self, channels: list[str], phase: str, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
         left = set(channels)
         while left and time.monotonic() < deadline:

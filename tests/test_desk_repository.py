@@ -16,7 +16,7 @@ from desk import tournament as ops
 from desk.entries import Entry
 from desk.errors import Conflict
 from desk.model import Method, Settings, Tournament
-from desk.repository import MIGRATIONS, Base, StorageError, open_repository
+from desk.repository import MIGRATIONS, Base, StorageError, migrate, open_repository
 
 from .test_desk_rules import play
 
@@ -77,10 +77,16 @@ def test_every_change_read_back_equals_the_tournament_in_memory(repo):
     step(ops.record_result(t, 1, m.mat, dict.fromkeys(m.players, 3), None, "referee r1", "x"))
     step(ops.record_result(t, 1, m.mat, {m.players[0]: 4, m.players[1]: 3}, None, "operator",
                            "y"))
+    for other in t.rounds_of("A")[0].matches[1:]:
+        step(ops.record_result(t, 1, other.mat, dict.fromkeys(other.players, 5), None,
+                               "operator", "z"))
+    step(ops.confirm_round(t, "A", 1, "operator", "2025-11-03T10:00:00"))
+    assert t.rounds_of("A")[0].confirmed is not None
     step(ops.assign_referee(t, "r1", "審判", "a", []))
     step(ops.pair_next(t, "B", "now"))
     step(ops.add_players(t, [Entry("遅刻")], late=True))
-    assert len(t.history) == 2 and t.history[1].before == t.history[0].after
+    assert len(t.history) == 2 + 2 * len(t.rounds_of("A")[0].matches) - 1
+    assert t.history[1].before == t.history[0].after and t.history[-1].confirmed
     assert [s.id for s in repo.summaries()] == ["t1"]
 
     # a change computed from an old version is refused and writes nothing
@@ -115,3 +121,22 @@ def test_a_bad_database_url_names_the_key(tmp_path):
             open_repository(url)
         assert "secret" not in e.value.detail
         assert "install the database's driver" in e.value.hint
+
+
+def test_a_database_of_the_first_schema_is_brought_up_to_date(tmp_path):
+    """A day's database from before the desk confirmed results: its rounds are not
+    confirmed, its history rows are result changes."""
+    url = f"sqlite:///{tmp_path / 'old.sqlite3'}"
+    old = open_repository(url, run_migrations=False)
+    migrate(old.engine, "0001")
+    with old.engine.begin() as conn:
+        conn.execute(text("insert into tournaments values ('t1', 'x', '', 6, 17, '', null, "
+                          "null, 1, 2, 1)"))
+        conn.execute(text("insert into result_changes (tournament, number, mat, before, after,"
+                          " by, at) values ('t1', 1, 1, null, "
+                          "'{\"cards\": [9, 8], \"tiebreak\": null}', 'operator', 'now')"))
+    old.close()
+    repo = open_repository(url)
+    t = repo.load("t1")
+    assert t is not None and len(t.history) == 1 and not t.history[0].confirmed
+    repo.close()

@@ -31,8 +31,10 @@ ROUNDS = 6
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     s = Server(tmp_path_factory.mktemp("desk"), config(), TOKEN).start()
-    yield s
-    s.stop()
+    try:
+        yield s
+    finally:
+        s.stop()
 
 
 def test_a_forty_player_tournament_day_end_to_end(server):

@@ -7,15 +7,19 @@ desk assigned it; the standings, the pairings and their printouts are public.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from desk import tournament as ops
+from desk.checks import complete
 from desk.entries import entry, read_entries, write_csv
 from desk.errors import Conflict, DeskError, Invalid, NotFound
 from desk.export import from_document, to_document
@@ -27,6 +31,7 @@ from .. import desk_print
 from ..auth import Principal, Role
 from ..deps import Op, Who
 from ..desk import Desk, now_iso
+from ..desk_views import json_bytes
 from ..errors import ApiError
 from ..tournament_models import (
     BlockPatch,
@@ -58,6 +63,10 @@ ERRORS: dict[int | str, dict[str, Any]] = {
                     (422, "a bad body or file", "invalid"))
 }
 CSV = "text/csv; charset=utf-8"
+# the routes that take a file (the JSON backup, the entries CSV): the door lets their bodies
+# reach desk.max_upload_kb, which they check themselves as they read (every other route keeps
+# server.limits.body_bytes)
+UPLOADS = re.compile(r"/api/tournaments/(import|[^/]+/entries\.csv)")
 
 
 def desk_of(request: Request) -> Desk:
@@ -76,14 +85,38 @@ def _view(d: Desk, t: Tournament) -> dict[str, Any]:
     return v
 
 
-def _public(d: Desk, t: Tournament) -> dict[str, Any]:
-    v = public_view(t)
-    for b in v["blocks"]:
-        rounds = t.rounds_of(b["name"])
-        live = d.reading_state(rounds[-1]) if rounds else None
-        b["reading"] = None if live is None else {
-            k: live.get(k) for k in ("state", "phase", "paused", "card", "cards_total")}
-    return v
+def _json(body: bytes) -> Response:
+    return Response(body, media_type="application/json")
+
+
+async def _gone(request: Request) -> None:
+    """Returns when the client has left (its connection closed)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _long_poll(request: Request, answer: Awaitable[bytes]) -> Response:
+    """A live page's wait for the next version, ended when the page leaves (a projector
+    switched off, a phone asleep, fifty pages reloaded): its wait is not kept for
+    desk.long_poll_s, nor left for the server's shutdown to cancel."""
+    work = asyncio.ensure_future(answer)
+    left = asyncio.ensure_future(_gone(request))
+    try:
+        done, _ = await asyncio.wait((work, left), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        left.cancel()
+        if not work.done():
+            work.cancel()
+    if work not in done:
+        return Response(status_code=204)  # nobody is there to read it
+    return _json(work.result())
+
+
+# a live page's view is JSON kept per version (Desk.view_json): its schema is the pages'
+# (desk/views.py), an object
+VIEW: dict[int | str, dict[str, Any]] = {200: {
+    "description": "the view (see the desk's pages)",
+    "content": {"application/json": {"schema": {"type": "object"}}}}}
 
 
 async def _body(request: Request, limit_kb: int) -> bytes:
@@ -102,7 +135,7 @@ async def _body(request: Request, limit_kb: int) -> bytes:
     return bytes(buf)
 
 
-def _csv_response(text: str, filename: str) -> Response:
+def _csv_response(text: str | bytes, filename: str) -> Response:
     return Response(text, media_type=CSV,
                     headers={"Content-Disposition": f'attachment; filename="{filename}"'})
 
@@ -149,7 +182,8 @@ async def assigned(request: Request, p: Who) -> list[dict[str, Any]]:
             later = any(x.number > r.number for x in t.rounds_of(r.block))
             matches.append({**mv, "round": r.number, "block": r.block, "final": r.final,
                             "colour": r.colour, "cards_read": rv["cards_read"],
-                            "closed": later,
+                            "closed": later or r.confirmed is not None,
+                            "confirmed": r.confirmed is not None,
                             "flags": [f for f in rv["flags"] if f["mat"] == mat]})
         out.append({"tournament": t.id, "name": t.name, "version": t.version,
                     "mats": list(mine.mats), "matches": matches})
@@ -172,16 +206,17 @@ async def import_tournament(request: Request, _p: Op,
     return _view(d, t)
 
 
-@router.get("/{tid}", summary="The desk's whole view of a tournament", responses=ERRORS)
+@router.get("/{tid}", summary="The desk's whole view of a tournament",
+            response_class=Response, responses={**ERRORS, **VIEW})
 async def get_tournament(tid: str, request: Request, _p: Op,
                          after: Annotated[int | None, Query(ge=-1, description=(
                              "wait until the version is past this (long poll)"))] = None
-                         ) -> dict[str, Any]:
+                         ) -> Response:
     d = desk_of(request)
-    t = d.get(tid)
-    if after is not None:
-        t = await d.wait(tid, after, d.config.desk.long_poll_s)
-    return _view(d, t)
+    if after is None:
+        return _json(await d.view_json(tid, "desk"))
+    d.get(tid)  # an unknown tournament is a 404 at once
+    return await _long_poll(request, d.view_json(tid, "desk", after))
 
 
 @router.patch("/{tid}", summary="Rename, or change rounds and cards", responses=ERRORS)
@@ -200,16 +235,16 @@ async def delete_tournament(tid: str, request: Request, _p: Op) -> dict[str, Any
 
 
 @router.get("/{tid}/public", summary="Standings, current pairings and next mats (anyone)",
-            responses=ERRORS)
+            response_class=Response, responses={**ERRORS, **VIEW})
 async def public(tid: str, request: Request,
                  after: Annotated[int | None, Query(ge=-1, description=(
                      "wait until the version is past this (long poll)"))] = None
-                 ) -> dict[str, Any]:
+                 ) -> Response:
     d = desk_of(request)
-    t = d.get(tid)
-    if after is not None:
-        t = await d.wait(tid, after, d.config.desk.long_poll_s)
-    return _public(d, t)
+    if after is None:
+        return _json(await d.view_json(tid, "public"))
+    d.get(tid)  # an unknown tournament is a 404 at once
+    return await _long_poll(request, d.view_json(tid, "public", after))
 
 
 @router.get("/{tid}/export", summary="The whole tournament as one JSON document",
@@ -401,10 +436,7 @@ async def final(tid: str, request: Request, _p: Op, body: Blocks | None = None
     return _view(d, await d.changes(tid, make))
 
 
-@router.get("/{tid}/rounds/{number}.csv", summary="A round's pairings and results as CSV",
-            response_class=Response, responses=ERRORS)
-async def round_csv(tid: str, number: int, request: Request) -> Response:
-    t = _t(request, tid)
+def _round_csv(t: Tournament, number: int) -> bytes:
     rows: list[list[object]] = []
     for r in sorted((r for r in t.rounds if r.number == number), key=lambda r: r.block):
         for m in r.matches:
@@ -415,21 +447,39 @@ async def round_csv(tid: str, number: int, request: Request) -> Response:
                              p.furigana if p else "", p.club if p else "",
                              m.result.cards[seat] if m.result else None,
                              res[no].value if no in res else None])
-    if not rows:
+    return write_csv(["block", "mat", "colour", "seat", "no", "name", "furigana", "club",
+                      "cards", "outcome"], rows).encode()
+
+
+def _paired(t: Tournament, number: int) -> None:
+    if not any(r.number == number for r in t.rounds):
         raise NotFound(f"round {number} is not paired", "")
-    return _csv_response(write_csv(["block", "mat", "colour", "seat", "no", "name", "furigana",
-                                    "club", "cards", "outcome"], rows),
-                         f"{t.id}-round{number}.csv")
+
+
+# the public files and pages below are built once per version of the tournament, off the
+# event loop when it is large (api/desk_views.py): anyone may ask for them, as often as they
+# like
+@router.get("/{tid}/rounds/{number}.csv", summary="A round's pairings and results as CSV",
+            response_class=Response, responses=ERRORS)
+async def round_csv(tid: str, number: int, request: Request) -> Response:
+    d = desk_of(request)
+    _paired(d.get(tid), number)
+    body = await d.views.made(tid, f"rounds/{number}.csv", partial(_round_csv, number=number))
+    return _csv_response(body, f"{tid}-round{number}.csv")
 
 
 @router.get("/{tid}/rounds/{number}", summary="A round of every block (anyone)",
-            responses=ERRORS)
-async def get_round(tid: str, number: int, request: Request, p: Who) -> list[dict[str, Any]]:
-    t = _t(request, tid)
-    rounds = [r for r in t.rounds if r.number == number]
-    if not rounds:
-        raise NotFound(f"round {number} is not paired", "")
-    return [round_view(t, r, public=p.role is not Role.OPERATOR) for r in rounds]
+            response_class=Response, responses={**ERRORS, **VIEW})
+async def get_round(tid: str, number: int, request: Request, p: Who) -> Response:
+    d = desk_of(request)
+    _paired(d.get(tid), number)
+    public = p.role is not Role.OPERATOR
+
+    def build(t: Tournament) -> bytes:
+        return json_bytes([round_view(t, r, public=public) for r in t.rounds
+                           if r.number == number])
+
+    return _json(await d.views.made(tid, f"rounds/{number}" + ("" if public else "/desk"), build))
 
 
 @router.delete("/{tid}/rounds/{number}", summary="Undo a pairing that has not started",
@@ -470,6 +520,36 @@ async def extra(tid: str, number: int, body: ExtraCardRequest, request: Request,
     return _view(d, await d.extra_card(tid, number, body.block))
 
 
+@router.post("/{tid}/rounds/{number}/confirm",
+             summary="Confirm (確定) a round's results: from then on only the desk changes them",
+             responses=ERRORS)
+async def confirm(tid: str, number: int, request: Request, _p: Op,
+                  body: Blocks | None = None) -> dict[str, Any]:
+    """A final above all: no next round locks its result. Every named block's round (default:
+    every block whose round `number` is complete and not yet confirmed)."""
+    d = desk_of(request)
+    at = now_iso()
+
+    def make(t: Tournament) -> list[ops.Change]:
+        rounds = [r for r in t.rounds if r.number == number]
+        if not rounds:
+            raise NotFound(f"round {number} is not paired", "")
+        names = body.blocks if body and body.blocks else [
+            r.block for r in rounds if r.confirmed is None and complete(t, r)]
+        if not names:
+            raise Conflict(f"no block's round {number} is complete and waiting to be "
+                           "confirmed", "enter or correct its results first")
+        out: list[ops.Change] = []
+        for name in names:
+            ch = ops.confirm_round(t, name, number, "operator", at)
+            if ch is not None:
+                out.append(ch)
+                t = ops.apply(t, ch)
+        return out
+
+    return _view(d, await d.changes(tid, make))
+
+
 @router.put("/{tid}/rounds/{number}/mats/{mat}",
             summary="Enter or correct a match's result (its referee, or the operator)",
             responses=ERRORS)
@@ -508,10 +588,7 @@ def _result_author(p: Principal) -> str | None:
 
 
 # ---------------------------------------------------------------------- files
-@router.get("/{tid}/standings.csv", summary="The standings as CSV", response_class=Response,
-            responses=ERRORS)
-async def standings_csv(tid: str, request: Request) -> Response:
-    t = _t(request, tid)
+def _standings_csv(t: Tournament) -> bytes:
     v = public_view(t)
     rows: list[list[object]] = []
     for b in v["blocks"]:
@@ -520,10 +597,16 @@ async def standings_csv(tid: str, request: Request) -> Response:
                          s["played"], s["wins"], s["draws"], s["losses"], s["cards"],
                          s["lottery"], int(s["by_lottery"]), int(s["withdrawn"]),
                          s["final_place"]])
-    return _csv_response(write_csv(["block", "rank", "no", "name", "furigana", "club", "played",
-                                    "wins", "draws", "losses", "cards", "lottery", "by_lottery",
-                                    "withdrawn", "final_place"], rows),
-                         f"{t.id}-standings.csv")
+    return write_csv(["block", "rank", "no", "name", "furigana", "club", "played", "wins",
+                      "draws", "losses", "cards", "lottery", "by_lottery", "withdrawn",
+                      "final_place"], rows).encode()
+
+
+@router.get("/{tid}/standings.csv", summary="The standings as CSV", response_class=Response,
+            responses=ERRORS)
+async def standings_csv(tid: str, request: Request) -> Response:
+    body = await desk_of(request).views.made(tid, "standings.csv", _standings_csv)
+    return _csv_response(body, f"{tid}-standings.csv")
 
 
 # ---------------------------------------------------------------------- pages
@@ -565,18 +648,17 @@ async def results_page(ch: str) -> HTMLResponse:
 
 @pages.get("/print/{tid}/rounds/{number}")
 async def print_round(tid: str, number: int, request: Request) -> HTMLResponse:
-    t = _t(request, tid)
-    rounds = [r for r in t.rounds if r.number == number]
-    if not rounds:
-        raise NotFound(f"round {number} is not paired", "")
-    return HTMLResponse(desk_print.round_page(t, number),
-                        headers={"Content-Security-Policy": desk_print.CSP})
+    d = desk_of(request)
+    _paired(d.get(tid), number)
+    page = await d.views.made(tid, f"print/rounds/{number}",
+                              partial(desk_print.round_page, number=number))
+    return HTMLResponse(page, headers={"Content-Security-Policy": desk_print.CSP})
 
 
 @pages.get("/print/{tid}/standings")
 async def print_standings(tid: str, request: Request) -> HTMLResponse:
-    return HTMLResponse(desk_print.standings_page(_t(request, tid)),
-                        headers={"Content-Security-Policy": desk_print.CSP})
+    page = await desk_of(request).views.made(tid, "print/standings", desk_print.standings_page)
+    return HTMLResponse(page, headers={"Content-Security-Policy": desk_print.CSP})
 
 
 __all__ = ["pages", "router"]

@@ -325,7 +325,16 @@
         });
         extra.push(c);
       }
-      if (r.final && r.reading) {
+      if (r.confirmed) head.append(el("span", { class: "muted confirmed" }, t("confirmed")));
+      else if (r.complete && r.results > 0) {
+        // 確定: a final above all (no next round locks it); from then on only the desk edits
+        const c = el("button", { class: "btn small confirm-round", type: "button" }, t("confirm_round"));
+        c.addEventListener("click", async () => {
+          refreshWith(await call("POST", tp(`/rounds/${r.number}/confirm`), { blocks: [r.block] }));
+        });
+        extra.push(c);
+      }
+      if (r.final && r.reading && !r.confirmed) {
         const x = el("button", { class: "btn small", type: "button" }, t("extra_card"));
         x.addEventListener("click", async () => {
           refreshWith(await call("POST", tp(`/rounds/${r.number}/extra-card`), { block: r.block }));
@@ -440,7 +449,8 @@
         $("history").tBodies[0].replaceChildren(...h.slice(-50).reverse().map((c) => el("tr", {},
           el("td", {}, c.at.replace("T", " ").slice(0, 19)), el("td", {}, t("round_n", { n: c.round })),
           el("td", {}, t("mat_n", { n: c.mat })),
-          el("td", {}, `${c.before ? c.before.cards.join("-") : "—"} → ${c.after.cards.join("-")}`),
+          el("td", {}, c.confirmed ? `${t("h_confirmed")} ${c.after.cards.join("-")}`
+            : `${c.before ? c.before.cards.join("-") : "—"} → ${c.after.cards.join("-")}`),
           el("td", {}, c.by))));
       }).catch(() => {});
     }

@@ -74,7 +74,7 @@
     for (const f of m.flags.filter((x) => x.level === "error" && x.code !== "missing_result")) {
       parts.push(el("p", { class: "flag" }, t(`f_${f.code}`)));
     }
-    if (m.closed) parts.push(el("p", { class: "closed" }, t("res_closed")));
+    if (m.closed) parts.push(el("p", { class: "closed" }, t(m.confirmed ? "res_confirmed" : "res_closed")));
     else {
       const b = el("button", { type: "button", class: "btn primary send" }, t("res_send"));
       b.addEventListener("click", () => send(tt, m, draft, null));
