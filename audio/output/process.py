@@ -64,9 +64,9 @@ class ProcessSink:
     """A `Sink` on a PortAudio output device, played by a worker process.
 
     Same contract and constructor as `audio.device.DeviceSink` (plus `realtime_priority` for
-    the whole worker and `pcm_cache_bytes`). Opening starts the worker and waits until its
-    stream runs; it raises DeviceError if the device cannot be opened. `reopen()` and `close()`
-    may block (call them from a worker thread).
+    the whole worker, `cpu_wakeup_us` (audio.output.wakeup) and `pcm_cache_bytes`). Opening
+    starts the worker and waits until its stream runs; it raises DeviceError if the device
+    cannot be opened. `reopen()` and `close()` may block (call them from a worker thread).
     """
 
     kind = "audio process"
@@ -85,6 +85,7 @@ class ProcessSink:
         start_grace_s: float = 3.0,
         underflow_limit: int = 200,
         realtime_priority: int | None = 4,
+        cpu_wakeup_us: int | None = None,
         pcm_cache_bytes: int = 64 << 20,
         open_timeout_s: float = 20.0,
     ) -> None:
@@ -96,6 +97,7 @@ class ProcessSink:
         self.channels = 0
         self.latency = 0.0
         self.realtime = False
+        self.cpu_wakeup_us: int | None = None  # the wake-up latency held (audio.output.wakeup)
         self.pcm_cache_bytes = pcm_cache_bytes
         self.open_timeout_s = open_timeout_s
         self._opts: dict[str, Any] = {
@@ -103,6 +105,7 @@ class ProcessSink:
             "fade_ms": fade_ms, "channels": channels, "capacity": capacity,
             "stall_timeout_s": stall_timeout_s, "start_grace_s": start_grace_s,
             "underflow_limit": underflow_limit, "realtime_priority": realtime_priority,
+            "cpu_wakeup_us": cpu_wakeup_us,
             # the worker's interpreter runs nothing else: no need to shorten its GIL slices
             "gil_switch_interval_s": None,
         }
@@ -263,6 +266,7 @@ class ProcessSink:
         self.channels = int(info["channels"])
         self.latency = float(info["latency"])
         self.realtime = bool(info["realtime"])
+        self.cpu_wakeup_us = info.get("cpu_wakeup_us")
 
     def _read(self, proc: subprocess.Popen[bytes], sock: socket.socket) -> None:
         while True:

@@ -35,6 +35,7 @@ import numpy as np
 
 from audio.device import COUNTERS, DeviceSink
 from audio.errors import DeviceError
+from audio.output.wakeup import hold_wakeup_latency
 from audio.sink import ClipDone, DeviceFault, SinkEvent, Stopped
 
 MAX_MESSAGE = 1 << 16
@@ -69,6 +70,9 @@ def main() -> None:
     cfd = int(sys.argv[2])
     opts: dict[str, Any] = json.loads(sys.argv[3])
     rt = realtime(opts.pop("realtime_priority", None))
+    # held for the life of this process: the kernel drops the request when it exits
+    wakeup_us = opts.pop("cpu_wakeup_us", None)
+    wakeup = hold_wakeup_latency(wakeup_us)
     counters = np.frombuffer(mmap.mmap(cfd, len(COUNTERS) * 8), dtype=np.int64)
     os.close(cfd)
     start_frame = int(counters[0])
@@ -99,7 +103,8 @@ def main() -> None:
     forwarder = threading.Thread(target=forward, name="yomite-audio-events", daemon=True)
     forwarder.start()
     send(("opened", None, {"channels": sink.channels, "latency": sink.latency,
-                           "blocksize": sink.blocksize, "realtime": rt, "pid": os.getpid()}))
+                           "blocksize": sink.blocksize, "realtime": rt, "pid": os.getpid(),
+                           "cpu_wakeup_us": wakeup_us if wakeup is not None else None}))
     gc.freeze()  # what exists now is never scanned again
     gc.disable()
     clips: dict[int, np.ndarray] = {}
