@@ -104,7 +104,8 @@ class SegmentState(Open):
     verse: str | None
     reading: int
     started_s: float
-    ends_s: float | None
+    ends_s: float | None = Field(description="null to all but the operator during a card's "
+                                 "verse (its length would name the poem)")
 
 
 class CutState(Open):
@@ -135,7 +136,8 @@ class MatchState(Open):
     countdown_s: float | None
     cut: CutState | None
     cards: list[CardState]
-    seed: int
+    seed: int | None = Field(description="the operator's always; everyone else's once the "
+                             "match is over (finished, closed or aborted)")
     colors: list[str]
     policy: str
     lead_in_s: float
@@ -213,6 +215,20 @@ class PinAnswer(Open):
     pin: str
     join_url: str
     bases: list[JoinBase]
+
+
+class SpeakerBase(Open):
+    base: str
+    url: str
+
+
+class SpeakerLinkAnswer(Open):
+    channel: str
+    url: str = Field(description="the speaker link at the first address: its fragment holds "
+                     "the channel's speaker key (keep it like a token)")
+    bases: list[SpeakerBase]
+    mode: str = Field(description="the channel's output: device, browser or both")
+    connected: int = Field(description="speaker pages connected now")
 
 
 ERRORS: dict[int | str, dict[str, Any]] = {

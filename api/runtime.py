@@ -294,10 +294,14 @@ class ChannelRuntime:
         speakers: SpeakersLike | None = None,
         volume_db: float = 0.0,
         colors: tuple[str, ...] | None = None,
+        deck_key: bytes | None = None,
     ) -> None:
-        """`colors`: the channel's deck when a match names none (else match.colors)."""
+        """`colors`: the channel's deck when a match names none (else match.colors).
+        `deck_key`: the server's key of the reading orders (reader.deck.keyed_seed); None
+        (the command line) shuffles by the seed alone."""
         self.name = name
         self.colors = colors
+        self.deck_key = deck_key
         self.config = config
         self.voice = voice  # the current match's voice
         self.default_voice = voice
@@ -585,7 +589,7 @@ class ChannelRuntime:
                 match_cfg = with_match_overrides(match_cfg, match_over)
             voice_cfg = with_voice_overrides(self.config.voice, voice_over)
             colors = p.colors or (() if p.poems else match_cfg.colors)
-            deck = Deck.build(colors=colors, poems=p.poems, seed=p.seed)
+            deck = Deck.build(colors=colors, poems=p.poems, seed=p.seed, key=self.deck_key)
             cards = None
         voice = self._voice_for(voice_cfg)
         check_voice_covers(voice, deck)

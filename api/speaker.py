@@ -25,9 +25,10 @@ follows a sound card (output `both`) the device's frame clock, smoothed (it move
 less the audio still queued in the device, so the pages sound with the device's speaker.
 
 Clips are served at `/api/clips/{id}.ogg`: Ogg Opus (see `audio.codec.encode_opus` for why),
-immutable (the id is a keyed hash of the clip's render-cache key: same voice, text and
-settings, same URL) and cached by the browser for a year. The id is keyed with a secret of this
-server so that a URL in a schedule says nothing about which poem it holds until it is played.
+only to the channel's admitted speakers and the operator (api.speakerlink). The id is a keyed
+hash (a secret of this server) of the channel, a nonce of the match and the clip's render-cache
+key, so a URL says nothing about which poem it holds, and the same verse has a new URL in every
+match: no table learnt once names a poem again.
 """
 
 from __future__ import annotations
@@ -58,25 +59,6 @@ KEEP_AFTER_END_S = 2.0  # a clip stays in the schedule this long after its end
 PREFETCH = 2  # clips beyond the scheduled ones a page fetches ahead (the next card)
 
 
-def load_secret(path: Path) -> bytes:
-    """The key of the clip URLs, kept across restarts so that browsers keep their cache."""
-    try:
-        data = bytes.fromhex(path.read_text("utf-8").strip())
-        if len(data) == 32:
-            return data
-    except (OSError, ValueError):
-        pass
-    key = secrets.token_bytes(32)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(key.hex(), "utf-8")
-        path.chmod(0o600)
-    except OSError as e:
-        log.warning("cannot keep the speaker key in %s (%s): clip URLs change at the next "
-                    "start", path, e)
-    return key
-
-
 def cache_key(voice: VoiceLike, clip: Clip) -> str:
     """The clip's render-cache key (voice, text and every setting), or a stand-in for a voice
     without one (test fakes)."""
@@ -92,6 +74,7 @@ class StoredClip:
     voice: VoiceLike
     clip: Clip
     key: str
+    channel: str  # only this channel's speakers (and the operator) may fetch it
 
 
 class ClipStore:
@@ -113,20 +96,27 @@ class ClipStore:
         self._limit = asyncio.Semaphore(workers)
         self.encoded = 0
 
-    def add(self, voice: VoiceLike, clip: Clip) -> str:
-        """Register a clip; returns its URL id."""
+    def add(self, voice: VoiceLike, clip: Clip, channel: str, match: str) -> str:
+        """Register a clip of `channel`'s match `match` (a nonce of the match); returns its
+        URL id: a keyed hash of both and of the clip, so the same verse has a new URL in
+        every match and no table of URLs learnt once names a poem again."""
         key = cache_key(voice, clip)
-        cid = hmac.new(self._secret, key.encode("ascii"), hashlib.sha256).hexdigest()[:32]
+        scoped = f"{channel}|{match}|{key}"
+        cid = hmac.new(self._secret, scoped.encode("utf-8"), hashlib.sha256).hexdigest()[:32]
         if cid in self._clips:
             self._clips.move_to_end(cid)
         else:
-            self._clips[cid] = StoredClip(voice, clip, key)
+            self._clips[cid] = StoredClip(voice, clip, key, channel)
             while len(self._clips) > self.capacity:
                 self._clips.popitem(last=False)
         return cid
 
     def known(self, cid: str) -> bool:
         return cid in self._clips
+
+    def channel_of(self, cid: str) -> str | None:
+        stored = self._clips.get(cid)
+        return None if stored is None else stored.channel
 
     async def data(self, cid: str) -> bytes | None:
         """The clip's Ogg Opus bytes (encoded once, in a worker thread), or None if unknown."""
@@ -225,8 +215,11 @@ class SpeakerFeed:
 
     def __init__(self, rate: int, store: ClipStore, clock: SoundingClock,
                  publish: Callable[[dict[str, Any]], None], *, volume_db: float = 0.0,
-                 fade_ms: float = 5.0) -> None:
+                 fade_ms: float = 5.0, channel: str = "main") -> None:
         self.rate = rate
+        self.channel = channel
+        self._engine: Engine | None = None
+        self._match = secrets.token_hex(16)  # this match's part of every clip URL
         self.store = store
         self.clock = clock
         self._publish = publish
@@ -243,11 +236,12 @@ class SpeakerFeed:
                   voice: VoiceLike) -> None:
         """Take the audio commands of one batch (already carried out by the device)."""
         changed = False
+        self._follow(engine)
         for c in commands:
             match c:
                 case PlayClip(clip=clip, at_frame=at, offset=off, segment=seg):
                     frames = int(voice.frames(clip))
-                    cid = self.store.add(voice, clip)
+                    cid = self.store.add(voice, clip, self.channel, self._match)
                     self._entries.append(_Entry(f"{seg}@{at}", cid, seg, at / self.rate,
                                                 off / self.rate, frames / self.rate))
                     changed = True
@@ -266,6 +260,7 @@ class SpeakerFeed:
 
     def refresh(self, engine: Engine | None, voice: VoiceLike) -> None:
         """A match was prepared or recovered: tell the pages what to fetch first."""
+        self._follow(engine)
         self._prefetch = self._upcoming(engine, voice)
         self._seq += 1
         self._message = self._build()
@@ -297,13 +292,22 @@ class SpeakerFeed:
                 out[k] = v
         return out
 
+    def _follow(self, engine: Engine | None) -> None:
+        """A new match (engine) gets new clip URLs, and the last match's clips that are over
+        leave the schedule at once."""
+        if engine is not None and engine is not self._engine:
+            self._engine = engine
+            self._match = secrets.token_hex(16)
+            now = self.clock.now()
+            self._entries = [e for e in self._entries if e.end_s > now]
+
     def _upcoming(self, engine: Engine | None, voice: VoiceLike) -> list[str]:
         if engine is None:
             return []
         scheduled = {e.cid for e in self._entries}
         out: list[str] = []
         for clip in engine.upcoming_clips():
-            cid = self.store.add(voice, clip)
+            cid = self.store.add(voice, clip, self.channel, self._match)
             if cid in scheduled or cid in out:
                 continue
             out.append(cid)

@@ -42,6 +42,7 @@ from tests.speakers import (
     last_sound,
     onset,
     pct,
+    speaker_link,
 )
 
 TOKEN = "speaker-bench-operator-token-0123456789"
@@ -88,14 +89,15 @@ def api(server: Server, method: str, path: str, **kw: Any) -> dict[str, Any]:
 
 def run(server: Server, tmp: Path, holds: int, rng: random.Random) -> None:
     ws = f"ws://127.0.0.1:{server.port}/ws/channels/main"
-    schedule = ScheduleLog(ws + "?audience=speaker")
-    clips = ClipAudio(server.base, tmp)
+    link, key = speaker_link(server.base, server.op)
+    schedule = ScheduleLog(f"{ws}?audience=speaker&token={key}")
+    clips = ClipAudio(server.base, tmp, key)
     with sync_playwright() as pw:
         a = SpeakerBrowser(pw, "bench_a", tmp / "a.wav")
         b = SpeakerBrowser(pw, "bench_b", tmp / "b.wav")
         try:
             for s in (a, b):
-                s.open(f"{server.base}/speaker/main")
+                s.open(link)
                 s.enable()
             api(server, "POST", "/api/channels/main/match", json={"colors": ["blue"],
                                                                    "seed": 5})

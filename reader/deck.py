@@ -1,5 +1,7 @@
 """Decks: which poems a match draws from, and the seeded order they are read in."""
 
+import hashlib
+import hmac
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -30,8 +32,18 @@ def parse_color(name: str) -> Color:
 
 
 def new_seed() -> int:
-    """A fresh random seed, short enough to read out to another class (6 digits)."""
+    """A fresh random seed, short enough to read out to another class (6 digits). A server
+    keys it (`keyed_seed`), so that the order cannot be searched for among a million seeds."""
     return secrets.randbelow(1_000_000)
+
+
+def keyed_seed(key: bytes, seed: int) -> int:
+    """The seed the order is shuffled with on a server holding `key`: HMAC-SHA256 of the seed
+    under the server's secret. A seed shown or typed (to replay an order on the same server)
+    then says nothing of the order to anyone without the key, and no one can try seeds
+    against the cards read so far."""
+    mac = hmac.new(key, f"yomite-deck:{seed}".encode("ascii"), hashlib.sha256).digest()
+    return int.from_bytes(mac[:8], "big")
 
 
 def _splitmix64(state: int) -> tuple[int, int]:
@@ -70,7 +82,10 @@ class Deck:
         colors: Iterable[str] = (),
         poems: Iterable[int] = (),
         seed: int | None = None,
+        key: bytes | None = None,
     ) -> "Deck":
+        """`key`: the server's deck key (see `keyed_seed`); without one the order is the
+        seed's own, as the command line's `render --seed` and `dry-run --seed` give it."""
         cols = tuple(dict.fromkeys(parse_color(c) for c in colors))
         nos = list(dict.fromkeys(poems))
         for n in nos:
@@ -85,4 +100,5 @@ class Deck:
         if not 0 <= seed <= SEED_MAX:
             raise BadDeck(f"seed must be an integer 0..{SEED_MAX}, not {seed}")
         base = tuple(sorted(nos))
-        return cls(poems=base, colors=cols, seed=seed, order=shuffled(base, seed))
+        order = shuffled(base, seed if key is None else keyed_seed(key, seed))
+        return cls(poems=base, colors=cols, seed=seed, order=order)

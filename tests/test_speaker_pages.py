@@ -33,6 +33,7 @@ from .speakers import (
     loud,
     onset,
     pct,
+    speaker_link,
 )
 from .test_pages import shots_dir
 
@@ -135,13 +136,14 @@ FREEZE_S = 2.0
 def test_two_speakers_read_a_match_in_step_with_the_timeline(
         server: Server, tmp_path: Path) -> None:
     ws_url = f"ws://127.0.0.1:{server.port}/ws/channels/main"
-    schedule = ScheduleLog(ws_url + "?audience=speaker")
-    clips = ClipAudio(server.base, tmp_path)
+    link, key = speaker_link(server.base, server.op)
+    schedule = ScheduleLog(f"{ws_url}?audience=speaker&token={key}")
+    clips = ClipAudio(server.base, tmp_path, key)
     with sync_playwright() as pw:
         a = SpeakerBrowser(pw, "spk_a", tmp_path / "a.wav")
         b = SpeakerBrowser(pw, "spk_b", tmp_path / "b.wav")
         try:
-            run_match(server, a, b, schedule, clips, ws_url)
+            run_match(server, a, b, schedule, clips, ws_url, link)
         finally:
             schedule.close()
             errors = a.errors + b.errors
@@ -151,9 +153,10 @@ def test_two_speakers_read_a_match_in_step_with_the_timeline(
 
 
 def run_match(server: Server, a: SpeakerBrowser, b: SpeakerBrowser, schedule: ScheduleLog,
-              clips: ClipAudio, ws_url: str) -> None:
-    url = f"{server.base}/speaker/main"
-    pa, pb = a.open(url), b.open(url)
+              clips: ClipAudio, ws_url: str, link: str) -> None:
+    # both open the console's speaker link (it holds the key); B's reload later finds the key
+    # the page kept
+    pa, pb = a.open(link), b.open(link)
     for p in (pa, pb):
         expect(p.locator("#enable")).to_be_visible()
         expect(p.locator("#conn")).to_have_attribute("data-state", "online")

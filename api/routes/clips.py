@@ -1,4 +1,5 @@
-"""The clips the browser speakers play: Ogg Opus, immutable, by the id a schedule names."""
+"""The clips the browser speakers play: Ogg Opus, by the id a schedule names, to the channel's
+admitted speakers and the operator."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from fastapi.responses import Response
 
 from audio.errors import AudioError
 
-from ..deps import HallDep
+from ..auth import Role
+from ..deps import HallDep, Who
 from ..errors import ApiError
+from ..models import ERRORS
 
 router = APIRouter(tags=["speakers"])
 
@@ -18,13 +21,22 @@ _ID = re.compile(r"^[0-9a-f]{32}$")
 
 
 @router.get("/api/clips/{name}", response_class=Response,
-            responses={200: {"content": {"audio/ogg": {}}}})
-async def clip(name: str, h: HallDep) -> Response:
-    """One clip of a speaker schedule (`url` in a `speaker` message). The URL never changes
-    for the same voice, text and settings, so browsers keep it for a year."""
+            responses={200: {"content": {"audio/ogg": {}}}, **ERRORS})
+async def clip(name: str, h: HallDep, p: Who) -> Response:
+    """One clip of a speaker schedule (`url` in a `speaker` message), to the channel's admitted
+    speakers (the console's speaker link) and the operator only: the next card's clip is
+    fetched ahead, and its length would name the poem. A match's clips have URLs of their
+    own; a browser keeps them for the day."""
+    if p.role not in (Role.OPERATOR, Role.SPEAKER):
+        raise ApiError(401, "speaker_key_needed", "clips are for the channel's speakers",
+                       "open the speaker link the operator's console shows")
     cid = name.removesuffix(".ogg")
     store = h.clips
     if not name.endswith(".ogg") or not _ID.match(cid) or store is None or not store.known(cid):
+        raise ApiError(404, "no_such_clip", f"there is no clip {name!r}",
+                       "clips are named by the speaker schedule (/speaker/{channel})")
+    if p.role is Role.SPEAKER and store.channel_of(cid) != p.channel:
+        # another channel's clip: the same answer as an unknown one (it says nothing)
         raise ApiError(404, "no_such_clip", f"there is no clip {name!r}",
                        "clips are named by the speaker schedule (/speaker/{channel})")
     try:
@@ -35,5 +47,5 @@ async def clip(name: str, h: HallDep) -> Response:
     if data is None:
         raise ApiError(404, "no_such_clip", f"there is no clip {name!r}", "")
     return Response(data, media_type="audio/ogg",
-                    headers={"Cache-Control": "public, max-age=31536000, immutable",
+                    headers={"Cache-Control": "private, max-age=86400, immutable",
                              "ETag": f'"{cid}"'})

@@ -94,6 +94,15 @@
     } catch (_e) { /* storage full or disabled: nothing to do */ }
   }
 
+  /** A secret handed over in the page's link (`#token=…`, `#key=…`: a fragment is never sent
+      to a server, nor in a Referer), taken off the address bar at once; null if absent. */
+  function fromHash(name) {
+    const h = new URLSearchParams(location.hash.slice(1));
+    const v = h.get(name);
+    if (v) history.replaceState(null, "", location.pathname + location.search);
+    return v;
+  }
+
   // ------------------------------------------------------------------ the API
   class ApiError extends Error {
     constructor(status, code, detail, hint) {
@@ -610,7 +619,7 @@
 
   window.Y = {
     STRINGS, t, setLang, onLang, initI18n, applyI18n, get lang() { return lang; },
-    load, save, api, ApiError, errorText, showError, clearErrors, announce, Channel,
+    load, save, fromHash, api, ApiError, errorText, showError, clearErrors, announce, Channel,
     COLOURS, phaseText, isRunning, cardText, holdNames, holderName, joinNames, segmentText,
     callText,
     Countdown, fmtTime, poems, el, verse, colourChip, showConnection, vibrate, flash, keepAwake,

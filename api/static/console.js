@@ -31,6 +31,7 @@
     gapCards: $("gap-cards"), gapRepeat: $("gap-repeat"), poemPicks: $("poem-picks"),
     poemCount: $("poem-count"), poemsClear: $("poems-clear"), volume: $("volume"),
     volumeOut: $("volume-out"), speakers: $("speakers"), speakerUrl: $("speaker-url"),
+    speakerQrShow: $("speaker-qr-show"), speakerQr: $("speaker-qr"), speakerNew: $("speaker-new"),
     kimarijiList: $("kimariji-list"), kimarijiChanged: $("kimariji-changed"),
     underruns: $("underruns"), render: $("render"), renderBar: $("render-bar"),
   };
@@ -150,6 +151,7 @@
   }
 
   let bases = [];
+  let speakerLinks = []; // the speaker link (with the channel's speaker key) at each base
 
   /** The PIN, and the join link and QR code at the address phones use: the server offers
       every address it has (server.public_url first, else the default route's); the choice
@@ -159,6 +161,7 @@
       const p = await Y.api("GET", chPath("/pin"), { token });
       ui.pin.textContent = p.pin;
       bases = p.bases;
+      speakerLinks = (await Y.api("GET", chPath("/speakers"), { token })).bases;
       const saved = Y.load(BASE_KEY);
       const chosen = bases.find((b) => b.base === saved) || bases[0];
       ui.joinBase.replaceChildren(...bases.map((b) => Y.el("option", { value: b.base },
@@ -177,23 +180,52 @@
     const display = `${b.base}/display/${encodeURIComponent(ch)}`;
     ui.displayUrl.href = display;
     ui.displayUrl.textContent = display;
-    const speaker = `${b.base}/speaker/${encodeURIComponent(ch)}`;
-    ui.speakerUrl.href = speaker;
-    ui.speakerUrl.textContent = speaker;
+    // the speaker link holds the channel's speaker key: opened here it makes this browser a
+    // speaker; its text hides the key (a console may be on the projector) and its QR code is
+    // drawn only on request
+    const sl = speakerLinks.find((x) => x.base === b.base);
+    ui.speakerUrl.href = sl ? sl.url : "#";
+    ui.speakerUrl.textContent = `${b.base}/speaker/${encodeURIComponent(ch)}#key=•••`;
+    ui.speakerQr.hidden = true;
+    ui.speakerQr.replaceChildren();
     ui.loopback.hidden = !b.loopback;
-    const q = `/qr.svg?base=${encodeURIComponent(b.base)}`;
-    const svgText = await (await Y.api("GET", chPath(q), { token, raw: true })).text();
-    const doc = new DOMParser().parseFromString(svgText, "image/svg+xml");
-    const svg = doc.documentElement;
-    if (svg.nodeName.toLowerCase() === "svg") {
-      svg.removeAttribute("width");
-      svg.removeAttribute("height");
-      svg.setAttribute("aria-hidden", "true");
-      ui.qr.replaceChildren(document.importNode(svg, true));
-      ui.qr.setAttribute("aria-label", `QR: ${b.join_url}`);
-      ui.qr.dataset.url = b.join_url;
-    }
+    await drawQr(ui.qr, `/qr.svg?base=${encodeURIComponent(b.base)}`, b.join_url);
   }
+
+  /** Draw the QR code of `path` (an SVG the server makes) into `box`, labelled with `url`. */
+  async function drawQr(box, path, url) {
+    const svgText = await (await Y.api("GET", chPath(path), { token, raw: true })).text();
+    const svg = new DOMParser().parseFromString(svgText, "image/svg+xml").documentElement;
+    if (svg.nodeName.toLowerCase() !== "svg") return;
+    svg.removeAttribute("width");
+    svg.removeAttribute("height");
+    svg.setAttribute("aria-hidden", "true");
+    box.replaceChildren(document.importNode(svg, true));
+    box.setAttribute("aria-label", `QR: ${url}`);
+    box.dataset.url = url;
+  }
+
+  ui.speakerQrShow.addEventListener("click", async () => {
+    if (!ui.speakerQr.hidden) {
+      ui.speakerQr.hidden = true;
+      return;
+    }
+    const b = bases.find((x) => x.base === ui.joinBase.value) || bases[0];
+    if (!b) return;
+    try {
+      await drawQr(ui.speakerQr, `/speakers/qr.svg?base=${encodeURIComponent(b.base)}`,
+        ui.speakerUrl.href);
+      ui.speakerQr.hidden = false;
+    } catch (e) {
+      Y.showError(e);
+    }
+  });
+
+  ui.speakerNew.addEventListener("click", () => twoPress(ui.speakerNew, "speaker_link_new",
+    "speaker_link_new_confirm", () => act(async () => {
+      await Y.api("POST", chPath("/speakers/link"), { token });
+      await loadJoin();
+    })));
 
   ui.joinBase.addEventListener("change", () => {
     const b = bases.find((x) => x.base === ui.joinBase.value);

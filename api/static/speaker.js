@@ -187,9 +187,18 @@
   let match = null; // the public state's match
   let refused = null; // why the server refused this page
 
+  // ------------------------------------------------------------------ the key
+  // The console's speaker link carries the channel's speaker key (#key=…): only a page that
+  // holds it gets the schedule and the clips (the next card's among them). Kept per channel,
+  // so that a reload or a restart of the browser keeps playing.
+  const KEY = `yomite.speaker.${ch}`;
+  let key = Y.fromHash("key") || Y.load(KEY);
+  if (key) Y.save(KEY, key);
+
   // ------------------------------------------------------------------ the connection
   const conn = new Y.Channel(ch, {
     query: { audience: "speaker" },
+    token: () => key,
     onHello: () => {
       server.reset();
       probes.clear();
@@ -213,8 +222,12 @@
     onClose: (ev) => {
       if (ev.code !== 1008) return true;
       refused = ev.reason || "refused";
+      if (refused === "speaker_key_needed" || refused === "speaker_link_changed") {
+        key = null; // replaced by the operator, or never given: the new link is needed
+        Y.save(KEY, null);
+      }
       render();
-      return false; // this channel has no browser speakers: asking again will not help
+      return false; // asking again will not help
     },
   });
   Y.live = conn;
@@ -287,7 +300,7 @@
   function buffer(url) {
     let p = buffers.get(url);
     if (!p) {
-      p = fetch(url).then((r) => {
+      p = fetch(url, { headers: key ? { Authorization: `Bearer ${key}` } : {} }).then((r) => {
         if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
         return r.arrayBuffer();
       }).then((data) => ctx.decodeAudioData(data));
@@ -431,7 +444,10 @@
     let text = t("speaker_ready");
     if (refused) {
       state = "lost";
-      text = t("speaker_refused", { reason: refused });
+      // the server's reasons are codes, said in the page's language (an unknown one as is)
+      const words = t(`speaker_refused_${refused}`);
+      text = words !== `speaker_refused_${refused}` ? words
+        : t("speaker_refused", { reason: refused });
     } else if (!online) {
       state = "lost";
       text = t("speaker_lost");
