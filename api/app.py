@@ -33,6 +33,7 @@ from .routes import (
     recording,
     referees,
     reference,
+    speakers,
     tournaments,
     ws,
 )
@@ -117,6 +118,7 @@ def create_app(
                 store=config.journal_dir / "referees.jsonl",
                 max_per_channel=refs.max_per_channel,
                 pin_failures_per_channel_minute=sec.pin_failures_per_channel_minute,
+                pin_failures_per_channel_hour=sec.pin_failures_per_channel_hour,
                 keep_across_days=refs.keep_across_days)
 
     @asynccontextmanager
@@ -182,15 +184,17 @@ def create_app(
     app.state.listen = listen or (config.server.host, config.server.port)
     install_handlers(app)
     app.include_router(tournaments.pages)  # before pages' /static/{name}: its strings
-    for module in (reference, matches, history, holds, referees, clips, ws, recording,
-                   tournaments, pages):
+    for module in (reference, matches, history, holds, referees, speakers, clips, ws,
+                   recording, tournaments, pages):
         app.include_router(module.router)
     # the door, outermost last: a foreign Host, then an oversized body, are refused before
     # any route (or token check) sees the request
     app.add_middleware(SecurityHeaders)
-    # (a recorded take is a file: its route checks its own, larger, limit as it reads, and
-    # its 413 names the take, so the door lets one byte more through)
+    # (a recorded take, the desk's backup and entries are files: their routes check their
+    # own, larger, limits as they read, and their 413 names the file, so the door lets one
+    # byte more through)
     app.add_middleware(BodyLimit, max_bytes=config.server.limits.body_bytes,
-                       larger={"/api/recording/slots/": MAX_UPLOAD_BYTES + 1})
+                       larger={"/api/recording/slots/": MAX_UPLOAD_BYTES + 1,
+                               tournaments.UPLOADS: config.desk.max_upload_kb * 1024 + 1})
     app.add_middleware(HostCheck, config=config)
     return app

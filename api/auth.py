@@ -8,12 +8,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import ipaddress
 import json
 import logging
 import os
 import secrets
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from datetime import datetime as _datetime
 from enum import StrEnum
@@ -26,6 +27,9 @@ class Role(StrEnum):
     VIEWER = "viewer"
     REFEREE = "referee"
     OPERATOR = "operator"
+    # a device the operator admitted to play a channel (its speaker link): it gets the audio
+    # schedule and the clips, the next card's among them, and nothing else a viewer lacks
+    SPEAKER = "speaker"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,26 +84,34 @@ class Auth:
     `keep_across_days`: a new day's hall starts with no referee of yesterday's tokens.
 
     PIN guessing is limited per client and channel (`pin_attempts_per_minute`, every
-    attempt), and per channel across all clients (`pin_failures_per_channel_minute` wrong
-    PINs): past that the channel's join locks for a minute, twice as long at each new lock
-    within the hour (up to an hour)."""
+    attempt), and per channel across all clients: while the last minute holds
+    `pin_failures_per_channel_minute` wrong PINs, or the last hour
+    `pin_failures_per_channel_hour`, the channel's join is locked; so guessing goes at most
+    that fast however it is spread (a guesser that keeps under the minute's count meets the
+    hour's). A lock keeps out only the suspects: the addresses (`pin_suspect`) that sent a
+    wrong PIN to the channel in the last day. Anyone else is let in with the right PIN, so
+    guessers cannot lock honest referees out; a guesser gets one more guess for each address
+    it has never guessed from. A new PIN (`unlock`) forgets the guesses and the suspects."""
 
     def __init__(self, operator_token: str | None, pin_attempts_per_minute: int = 10,
                  store: Path | None = None, *, max_per_channel: int = 10000,
                  pin_failures_per_channel_minute: int = 30,
+                 pin_failures_per_channel_hour: int = 30,
                  keep_across_days: bool = True, now: float | None = None) -> None:
         self.operator_token = operator_token or secrets.token_urlsafe(24)
         self.generated = operator_token is None
         self._operator_digest = digest(self.operator_token)
         self._referees: dict[bytes, Referee] = {}
+        self._speaker_keys: dict[bytes, str] = {}  # digest of a speaker key: its channel
         self._by_id: dict[str, Referee] = {}
         self._by_channel: dict[str, dict[str, Referee]] = {}
         self._attempts: dict[str, deque[float]] = {}
         self._limit = pin_attempts_per_minute
         self._channel_limit = pin_failures_per_channel_minute
+        self._hour_limit = pin_failures_per_channel_hour
         self._failures: dict[str, deque[float]] = {}
-        self._locked_until: dict[str, float] = {}
-        self._locks: dict[str, deque[float]] = {}
+        # channel -> suspect -> when it last sent a wrong PIN (oldest first)
+        self._suspects: dict[str, OrderedDict[str, float]] = {}
         self.max_per_channel = max_per_channel
         self._store = store
         self._load(keep_across_days, time.time() if now is None else now)
@@ -206,18 +218,32 @@ class Auth:
         ref = self._referees.get(d)  # keyed by digest: the lookup never compares secrets
         if ref is not None:
             return Principal(Role.REFEREE, ref.channel, ref.id, ref.name)
+        channel = self._speaker_keys.get(d)
+        if channel is not None:
+            return Principal(Role.SPEAKER, channel, name="speaker")
         raise PermissionError("unknown or expired token: join again with the channel's PIN")
 
+    def set_speaker_key(self, channel: str, key: str) -> None:
+        """The key of `channel`'s speaker link (api.speakerkeys): its holder is a speaker of
+        that channel; the channel's previous key stops working."""
+        self._speaker_keys = {d: ch for d, ch in self._speaker_keys.items() if ch != channel}
+        self._speaker_keys[digest(key)] = channel
+
     # ------------------------------------------------------------------ PIN guessing
+    SUSPECT_S = 86400.0  # how long an address that sent a wrong PIN stays a suspect
+    MAX_SUSPECTS = 10000  # per channel: the oldest are forgotten first
+
     def check_pin_rate(self, client: str, now: float | None = None,
-                       channel: str | None = None) -> None:
+                       channel: str | None = None, suspect: str | None = None) -> None:
         """Raise RateLimited if `client` (channel/address) tried too often, or if the
-        channel's join is locked after too many wrong PINs from anyone."""
+        channel's join is locked by wrong PINs and `suspect` (`pin_suspect` of the client's
+        address) sent one of them: a lock never refuses anyone else."""
         t = time.monotonic() if now is None else now
-        if channel is not None:
-            until = self._locked_until.get(channel, 0.0)
-            if t < until:
-                raise RateLimited(until - t, "too many wrong PINs on this channel")
+        if channel is not None and suspect is not None:
+            wait = self.locked_for(channel, t)
+            if wait > 0 and self._suspected(channel, suspect, t):
+                raise RateLimited(wait, "too many wrong PINs on this channel, some from "
+                                        "this address")
         q = self._attempts.setdefault(client, deque())
         while q and t - q[0] > 60:
             q.popleft()
@@ -228,29 +254,56 @@ class Auth:
             for k in [k for k, v in self._attempts.items() if not v or t - v[-1] > 60]:
                 del self._attempts[k]
 
-    def pin_failed(self, channel: str, now: float | None = None) -> None:
-        """A wrong PIN on `channel`: enough of them, from anyone, lock its join."""
+    def locked_for(self, channel: str, now: float | None = None) -> float:
+        """How long the channel's join stays locked for suspects (0: it is open): until fewer
+        than `pin_failures_per_channel_minute` wrong PINs are left in the last minute and
+        fewer than `pin_failures_per_channel_hour` in the last hour."""
         t = time.monotonic() if now is None else now
-        q = self._failures.setdefault(channel, deque())
-        q.append(t)
-        while q and t - q[0] > 60:
+        q = self._failures.get(channel)
+        if not q:
+            return 0.0
+        while q and t - q[0] > 3600:
             q.popleft()
-        if len(q) >= self._channel_limit:
-            locks = self._locks.setdefault(channel, deque())
-            while locks and t - locks[0] > 3600:
-                locks.popleft()
-            lock_s = min(60.0 * 2 ** len(locks), 3600.0)
-            locks.append(t)
-            self._locked_until[channel] = t + lock_s
-            q.clear()
-            log.warning("channel %s: %d wrong PINs in a minute; joining is locked for %.0f s "
-                        "(the operator can give a new PIN)", channel, self._channel_limit,
-                        lock_s)
+        wait = 0.0
+        for window, limit in ((60.0, self._channel_limit), (3600.0, self._hour_limit)):
+            recent = [f for f in q if t - f <= window]
+            if len(recent) >= limit:
+                # the oldest wrong PINs must leave the window until one fewer than the limit
+                # is left in it
+                wait = max(wait, recent[len(recent) - limit] + window - t)
+        return wait
+
+    def _suspected(self, channel: str, suspect: str, t: float) -> bool:
+        suspects = self._suspects.get(channel)
+        seen = suspects.get(suspect) if suspects is not None else None
+        return seen is not None and t - seen <= self.SUSPECT_S
+
+    def pin_failed(self, channel: str, now: float | None = None,
+                   suspect: str | None = None) -> None:
+        """A wrong PIN on `channel` from `suspect`: enough of them, from anyone, lock the
+        channel's join for the addresses they came from."""
+        t = time.monotonic() if now is None else now
+        if suspect is not None:
+            seen = self._suspects.setdefault(channel, OrderedDict())
+            seen[suspect] = t
+            seen.move_to_end(suspect)
+            while len(seen) > self.MAX_SUSPECTS:
+                seen.popitem(last=False)
+        q = self._failures.setdefault(channel, deque())
+        was_open = self.locked_for(channel, t) == 0
+        q.append(t)
+        # (more than both counts is never needed to know when the lock ends)
+        while len(q) > 2 * max(self._channel_limit, self._hour_limit):
+            q.popleft()
+        if was_open and (lock_s := self.locked_for(channel, t)) > 0:
+            log.warning("channel %s: too many wrong PINs; joining is locked for %.0f s for "
+                        "the addresses that sent them (the operator can give a new PIN)",
+                        channel, lock_s)
 
     def unlock(self, channel: str) -> None:
-        """A new PIN: the guesses at the old one no longer matter."""
-        self._locked_until.pop(channel, None)
+        """A new PIN: the guesses at the old one no longer matter, nor who made them."""
         self._failures.pop(channel, None)
+        self._suspects.pop(channel, None)
 
     # ------------------------------------------------------------------ referees
     def join(self, channel: str, name: str) -> tuple[Referee, str]:
@@ -280,6 +333,20 @@ class Auth:
 
     def referees(self, channel: str) -> list[Referee]:
         return list(self._by_channel.get(channel, {}).values())
+
+
+def pin_suspect(address: str) -> str:
+    """Who a wrong PIN is held against: the client's address, an IPv6 one by its /64 (a
+    host on a LAN may take any address of its /64 at will: one per guess, else)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)
 
 
 def pin_matches(given: str, expected: str) -> bool:

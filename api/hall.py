@@ -21,10 +21,13 @@ from reader.errors import ConfigError
 from reader.events import Hold, Release
 
 from .auth import Auth
+from .guards import Budget
 from .hub import Hub
+from .keyfile import load_key
 from .loopwatch import LoopWatch
 from .runtime import ChannelRuntime, VoiceFactory, VoiceLike
-from .speaker import ClipStore, SoundingClock, SpeakerFeed, load_secret
+from .speaker import ClipStore, SoundingClock, SpeakerFeed
+from .speakerlink import SpeakerLink
 
 log = logging.getLogger("yomite.hall")
 
@@ -40,11 +43,13 @@ def device_sink(cfg: Config, device: str | int | None) -> tuple[Sink, str]:
         from audio.output.process import ProcessSink
 
         proc = ProcessSink(device, a.rate, blocksize=a.blocksize, latency=a.latency,
-                           fade_ms=a.fade_ms)
+                           fade_ms=a.fade_ms, cpu_wakeup_us=a.cpu_wakeup_us)
         rt = "real-time" if proc.realtime else "normal priority"
+        wake = ("" if proc.cpu_wakeup_us is None
+                else f", CPU wake-up held at {proc.cpu_wakeup_us} µs")
         return proc, (f"device {name} ({proc.blocksize} frames/block, "
                       f"{proc.latency * 1000:.1f} ms stream latency, audio process {proc.pid}, "
-                      f"{rt})")
+                      f"{rt}{wake})")
     from audio.device import DeviceSink
 
     sink = DeviceSink(device, a.rate, blocksize=a.blocksize, latency=a.latency,
@@ -79,9 +84,15 @@ def default_sink(cfg: Config, ch: ChannelConfig) -> tuple[Sink, str]:
                 f"NO AUDIO DEVICE ({e}): audio goes nowhere")
 
 
+# phases after which a match's seed may be shown to everyone (感想戦: its order is all read)
+OVER = ("finished", "closed", "aborted")
+
+
 def public_view(state: dict[str, Any]) -> dict[str, Any]:
-    """What viewers and referees see: never which poem is being read before its lower verse
-    has been read (a projector must not give a hint while it matters)."""
+    """What viewers, referees and speakers see (README "Who sees what, and when"): nothing of a
+    card before its lower verse has been read: not which poem is read, not the seed while the
+    match is under way, not how long a verse of a card will be (the 20 upper verses of a
+    colour all differ in length: its end would name the poem at its first sample)."""
     out = copy.deepcopy(state)
     out.pop("pin", None)
     out.pop("output_stats", None)
@@ -90,8 +101,13 @@ def public_view(state: dict[str, Any]) -> dict[str, Any]:
         out["referees"] = [r for r in out["referees"] if r.get("holding")]
     m = out.get("match")
     if m:
-        if m.get("segment"):
-            m["segment"]["poem"] = None
+        if m.get("phase") not in OVER:
+            m["seed"] = None
+        seg = m.get("segment")
+        if seg:
+            seg["poem"] = None
+            if seg.get("kind") == "verse":
+                seg["ends_s"] = None
         if m.get("cut"):
             m["cut"]["poem"] = None
         for c in m.get("cards", []):
@@ -108,7 +124,8 @@ class ChannelService:
     def __init__(self, name: str, hub: Hub, pin: str, auth: Auth,
                  debounce_s: float = 0.0, *, changes_per_s: float = 1e9,
                  changes_burst: int = 1000000, pin_path: Path | None = None,
-                 pin_digits: int = 6) -> None:
+                 pin_digits: int = 6, channel_changes_per_s: float = 1e9,
+                 channel_changes_burst: int = 1000000) -> None:
         self.name = name
         self.hub = hub
         self.pin = pin
@@ -120,10 +137,20 @@ class ChannelService:
         self.pin_digits = pin_digits
         self.runtime: ChannelRuntime | None = None
         self.speakers: SpeakerFeed | None = None
+        self.speaker_link: SpeakerLink | None = None  # who may be a speaker (Hall sets it)
         self._last_change: dict[str, float] = {}
         self._tokens: dict[str, tuple[float, float]] = {}  # referee: (tokens, at)
-        self._pending: dict[str, Hold | Release] = {}
+        # releases waiting for their budget, the last intent of each referee, in the order
+        # they began to wait
+        self._pending: dict[str, Release] = {}
         self.deferred = 0  # hand changes that had to wait (bouncing thumbs, scripts)
+        self.channel_changes_per_s = channel_changes_per_s
+        self.channel_changes_burst = channel_changes_burst
+        self._channel_tokens = (float(channel_changes_burst), -1e18)  # (tokens, at)
+        self._releasing = False  # a budgeted release is in the inbox (one at a time)
+        self._next_timer: asyncio.TimerHandle | None = None
+        self._release_task: asyncio.Task[Any] | None = None
+        self._read_budgets: dict[str, Budget] = {}  # referee: its sockets' message allowance
         self.audio = ""
         self.output = "device"  # server.channels[].output
         self.volume_db = 0.0
@@ -147,47 +174,106 @@ class ChannelService:
                 self._tokens.pop(k, None)
                 self._last_change.pop(k, None)
 
-    async def hand(self, event: Hold | Release) -> None:
+    def _due(self, ref: str, now: float) -> float:
+        """How long the referee's next release must wait for its own budget (and the
+        debounce window)."""
+        return max(self._last_change.get(ref, -1e9) + self.debounce_s - now,
+                   (1.0 - self._bucket(ref, now)) / self.changes_per_s)
+
+    def _channel_bucket(self, now: float) -> float:
+        tokens, at = self._channel_tokens
+        return min(float(self.channel_changes_burst),
+                   tokens + (now - at) * self.channel_changes_per_s)
+
+    async def hand(self, event: Hold | Release, *, trusted: bool = False) -> None:
         """A referee's hand goes up or down.
 
-        A hand going up is applied at once, always: a hold stops the reading, whatever else.
-        A hand going down that follows the previous change too closely (within the debounce
-        window: a bouncing thumb) or too often (past the referee's rate: a script) waits,
-        and only the last intent is applied when it may (a hold meanwhile cancels it): the
-        match always ends up where the hand finally is, and no referee can make the channel
-        write a journal line per message (a hand can only go up again after it went down)."""
+        A hand going up is applied at once, always: a hold stops the reading, whatever else,
+        and waits behind no budget. A hand going down is what is budgeted: per referee (its
+        `changes_per_s`, and the debounce window after its last change: a bouncing thumb, a
+        script) and per channel (`channel_changes_per_s`, all referees together: a crowd of
+        scripts), and the channel's releases go to the inbox one at a time, so that a hold is
+        never queued behind a crowd's changes. A release that may not go yet waits, and only
+        the referee's last intent counts (a hold meanwhile cancels it): the match always
+        ends up where the hands finally are, and the journal's lines are bounded by the
+        channel's budget (a hand can only go up again after it went down). The budgets are
+        the referee's, kept here, whatever socket or request it comes by. `trusted` (the
+        operator) is never budgeted."""
         assert self.runtime is not None
         ref = event.referee
-        loop = asyncio.get_running_loop()
-        now = loop.time()
+        now = asyncio.get_running_loop().time()
         if isinstance(event, Hold):
-            if ref in self._pending:
-                # the hand is still up: this cancels the release that waits
-                self._pending[ref] = event
+            # a release that waits is forgotten: the hand stays up (and goes up if it was
+            # down: the hold is applied anyway, a hand already up changes nothing). The
+            # debounce window starts again.
+            if self._pending.pop(ref, None) is not None:
                 self.deferred += 1
-                return
-            # no allowance spent: a hand can only go up again after it went down, and that
-            # is what is counted; the debounce window starts again
             self._last_change[ref] = now
             await self.runtime.submit(event)
             return
-        wait = max(self._last_change.get(ref, -1e9) + self.debounce_s - now,
-                   (1.0 - self._bucket(ref, now)) / self.changes_per_s)
-        if wait <= 0 and ref not in self._pending:
-            self._spend(ref, now)
+        if trusted:
+            self._pending.pop(ref, None)
             await self.runtime.submit(event)
             return
-        first = ref not in self._pending
-        self._pending[ref] = event
+        if (not self._releasing and not self._pending and self._due(ref, now) <= 0
+                and self._channel_bucket(now) >= 1.0):
+            self._spend(ref, now)
+            self._spend_channel(now)
+            self._releasing = True
+            try:
+                await self.runtime.submit(event)
+            finally:
+                self._releasing = False
+                self._next_release()
+            return
+        self._pending[ref] = event  # a referee already waiting keeps its place
         self.deferred += 1
-        if first:
-            loop.call_later(max(wait, 0.0), self._flush, ref)
+        self._next_release()
 
-    def _flush(self, ref: str) -> None:
-        event = self._pending.pop(ref, None)
-        if event is not None and self.runtime is not None:
-            self._spend(ref, asyncio.get_running_loop().time())
-            self.runtime.post(event)
+    def _spend_channel(self, now: float) -> None:
+        self._channel_tokens = (self._channel_bucket(now) - 1.0, now)
+
+    def _next_release(self) -> None:
+        """Send the next waiting release whose budgets allow it to the inbox, or look again
+        when one will (the referees in the order they began to wait)."""
+        if self._next_timer is not None:
+            self._next_timer.cancel()
+            self._next_timer = None
+        if self._releasing or not self._pending or self.runtime is None:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        wait = (1.0 - self._channel_bucket(now)) / self.channel_changes_per_s
+        due = min(self._pending, key=lambda r: max(self._due(r, now), 0.0))
+        wait = max(wait, self._due(due, now))
+        if wait > 0:
+            self._next_timer = loop.call_later(wait, self._next_release)
+            return
+        event = self._pending.pop(due)
+        self._spend(due, now)
+        self._spend_channel(now)
+        self._releasing = True
+        # (kept: the loop holds its tasks only weakly)
+        self._release_task = loop.create_task(self.runtime.submit(event))
+        self._release_task.add_done_callback(self._released)
+
+    def _released(self, task: asyncio.Task[Any]) -> None:
+        self._releasing = False
+        if not task.cancelled() and task.exception() is not None:
+            log.info("channel %s: a waiting release failed: %s", self.name, task.exception())
+        self._next_release()
+
+    def read_budget(self, referee: str, rate: float, burst: int) -> Budget:
+        """The message allowance of a referee's sockets: the referee's, so that connecting
+        again (or twice) does not give a flooding script a fresh one."""
+        budget = self._read_budgets.get(referee)
+        if budget is None:
+            if len(self._read_budgets) > 4096:  # forget referees whose sockets are quiet
+                now = asyncio.get_running_loop().time()
+                for k in [k for k, b in self._read_budgets.items() if b.rested(now)]:
+                    del self._read_budgets[k]
+            budget = self._read_budgets[referee] = Budget(rate, burst)
+        return budget
 
     def rotate_pin(self) -> str:
         """A new PIN for the channel (kept across restarts); OSError if it cannot be kept.
@@ -224,6 +310,18 @@ class ChannelService:
             asyncio.get_running_loop().create_task(_close(c.close, "removed by the operator"))
         self.broadcast()
         return True
+
+    def new_speaker_link(self) -> str:
+        """A new speaker key: the old link stops working and the speakers that joined with it
+        are disconnected (their pages say to open the new link). OSError if it cannot be
+        kept."""
+        assert self.speaker_link is not None
+        key = self.speaker_link.rotate()
+        for c in list(self.hub.speakers):
+            self.hub.remove(c)
+            asyncio.get_running_loop().create_task(_close(c.close, "speaker_link_changed"))
+        self.broadcast()
+        return key
 
     def sync(self, probe: dict[str, Any]) -> dict[str, Any]:
         """The answer to a clock probe: the sounding timeline's time (see api.speaker)."""
@@ -365,7 +463,11 @@ class Hall:
                 config.server.hold_debounce_ms / 1000.0,
                 changes_per_s=refs.changes_per_s, changes_burst=refs.changes_burst,
                 pin_path=pin_path, pin_digits=digits,
+                channel_changes_per_s=refs.channel_changes_per_s,
+                channel_changes_burst=refs.channel_changes_burst,
             )
+            self.channels[ch.name].speaker_link = SpeakerLink(
+                ch.name, config.journal_dir / ch.name / "speaker.key", auth)
 
     def clip_store(self) -> ClipStore:
         if self.clips is None:
@@ -379,11 +481,14 @@ class Hall:
 
             disk = None if cfg.voice.engine is VoiceEngine.ESTIMATE else (
                 cfg.voice.cache_dir / "opus")
-            self.clips = ClipStore(load_secret(cfg.journal_dir / "speakers.key"), encode, disk)
+            self.clips = ClipStore(load_key(cfg.journal_dir / "speakers.key"), encode, disk)
         return self.clips
 
     async def start(self) -> None:
         voices: VoiceFactory = self.voices.get
+        # the orders of this server's matches: a seed, shown or typed, says nothing of them
+        # to anyone without this key (reader.deck.keyed_seed)
+        deck_key = load_key(self.config.journal_dir / "deck.key")
         for ch in self.config.server.channels:
             svc = self.channels[ch.name]
             sink, description = self.make_sink(self.config, ch)
@@ -392,7 +497,7 @@ class Hall:
             svc.volume_db = ch.volume_db
             rt = ChannelRuntime(ch.name, self.config, self.voice, sink, on_publish=svc.on_state,
                                 voices=voices, volume_db=ch.volume_db,
-                                colors=ch.colors)
+                                colors=ch.colors, deck_key=deck_key)
             if ch.output in ("browser", "both"):
                 # a sound card's clock moves in blocks, and what it was handed is heard later
                 device = ch.output == "both" and hasattr(sink, "blocksize")
@@ -402,7 +507,7 @@ class Hall:
                     sink.rate, self.clip_store(),
                     SoundingClock(_MatchClock(rt), stepwise=device, latency_s=latency),
                     svc.hub.publish_speakers, volume_db=ch.volume_db,
-                    fade_ms=self.config.audio.fade_ms)
+                    fade_ms=self.config.audio.fade_ms, channel=ch.name)
                 rt.speakers = svc.speakers
             if isinstance(sink, NoDevice):
                 rt.no_device(sink.reason)

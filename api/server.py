@@ -6,6 +6,7 @@ import logging
 import os
 import re
 import sys
+from pathlib import Path
 from typing import TextIO
 from urllib.parse import unquote_plus
 
@@ -17,14 +18,41 @@ from .addresses import Candidate, candidates
 from .app import create_app
 from .guards import uvicorn_options
 from .hall import Hall
-from .startup import bind, lock_journal
+from .startup import bind, lock_journal, raise_open_files
+
+log = logging.getLogger("yomite.server")
+
+
+def console_link_file(hall: Hall, link: str) -> Path | None:
+    """The console's link with the operator's token, in `journal_dir/console-link.txt`
+    (readable by this user only), for a server whose output goes to a log; None if it cannot
+    be written (said in the log)."""
+    path = hall.config.journal_dir / "console-link.txt"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.touch(0o600)
+        tmp.chmod(0o600)
+        tmp.write_text(link + "\n", "utf-8")
+        tmp.replace(path)
+    except OSError as e:
+        log.warning("cannot write %s (%s)", path, e)
+        return None
+    return path
 
 
 def banner(hall: Hall, bases: list[Candidate], token: str, generated: bool,
            out: TextIO = sys.stdout) -> None:
     base = bases[0].base
     print(f"\nyomite is serving on {base}", file=out)
-    print(f"  operator console: {base}/console#token={token}", file=out)
+    link = f"{base}/console#token={token}"
+    kept = console_link_file(hall, link)
+    if out.isatty():  # the operator at the keyboard: the link to open
+        print(f"  operator console: {link}", file=out)
+    else:  # a service's log is read by others: the token stays out of it
+        where = f"in {kept}, readable by this user only" if kept else "not kept (see above)"
+        print(f"  operator console: {base}/console (the link with the operator's token is "
+              f"{where})", file=out)
     if generated:
         print("  (operator token generated for this run; set server.security.operator_token "
               "in config.yaml to keep one)", file=out)
@@ -108,7 +136,9 @@ def serve(config: Config, host: str | None = None, port: int | None = None) -> i
     h = host or config.server.host
     p = port or config.server.port
     lock = lock_journal(config.journal_dir, p)
-    sock = bind(h, p)
+    # the door's caps are sized from the open-files limit, raised first where allowed
+    options = uvicorn_options(config, open_files=raise_open_files())
+    sock = bind(h, p, options["backlog"])
     bound = int(sock.getsockname()[1])
 
     def ready(hall: Hall, token: str, generated: bool) -> None:
@@ -124,8 +154,9 @@ def serve(config: Config, host: str | None = None, port: int | None = None) -> i
     app = create_app(config, on_ready=ready, listen=(h, bound))
     # no per-message compression: on a hall's LAN it costs more CPU than it saves, and it
     # would make each phone's frame different (api/hub.py writes one frame to all)
-    ucfg = uvicorn.Config(app, log_level="info", ws_max_size=65536, ws="websockets-sansio",
-                          ws_per_message_deflate=False, **uvicorn_options(config))
+    # (the WebSocket protocol is the door's subclass of uvicorn's sans-I/O one: api/guards.py)
+    ucfg = uvicorn.Config(app, log_level="info", ws_max_size=65536,
+                          ws_per_message_deflate=False, **options)
     for name in ("uvicorn.access", "uvicorn.error", "uvicorn"):
         logging.getLogger(name).addFilter(RedactSecrets())
     try:

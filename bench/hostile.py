@@ -1,16 +1,21 @@
 """What hostile clients cost a real `yomite serve` now: memory under oversized requests, a
-referee's flood, a mass join, PIN guessing. Prints figures; never passes or fails.
+referee's flood, a mass join, PIN guessing, idle and half-sent sockets, a crowd of referees
+flooding together. Prints figures; never passes or fails.
 
     make bench   (or: .venv/bin/python bench/hostile.py)
 """
 
 import asyncio
 import contextlib
+import heapq
 import json
+import os
 import re
 import socket
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -145,26 +150,241 @@ def pins(s: Server) -> None:
                         headers={"X-Forwarded-For": f"10.1.{i}.1"})
         codes.append(r.status_code)
     one = codes.index(429) if 429 in codes else len(codes)
-    wrong = 0
-    lock = None
-    for n in range(2, 120):
-        with httpx2.Client(transport=httpx2.HTTPTransport(local_address=f"127.0.1.{n}")) as c:
-            r = c.post(f"{s.base}/api/channels/third/referees",
-                       json={"pin": f"{n:08d}", "name": "g"})
-        if r.status_code == 429:
-            lock = int(r.headers["retry-after"])
-            break
-        wrong += 1
-    print(f"PIN guessing: one address (any X-Forwarded-For) gets {one} attempts a minute; many "
-          f"addresses together {wrong} wrong PINs before the channel locks for {lock} s")
-    # the policy's arithmetic: 30 wrong PINs, then locks of 60, 120, 240... s (1 h at most)
-    t, guesses, lock_s = 0.0, 0, 60.0
-    while guesses < 500_000:  # half of a 6-digit PIN space: the expected search
-        guesses += 30
-        t += lock_s
-        lock_s = min(lock_s * 2, 3600.0)
-    print(f"  expected time to guess a 6-digit PIN at that policy: {t / 86400 / 365:.1f} years "
-          "(30 guesses an hour once the back-off reaches its hour)")
+    pin = httpx2.get(f"{s.base}/api/channels/third/pin", headers=s.op).json()["pin"]
+
+    def post(address: str, p: str) -> httpx2.Response:
+        with httpx2.Client(transport=httpx2.HTTPTransport(local_address=address)) as c:
+            return c.post(f"{s.base}/api/channels/third/referees", json={"pin": p, "name": "g"})
+
+    wrong = sum(post(f"127.0.1.{2 + n % 6}", f"{n:08d}").status_code == 403 for n in range(30))
+    guesser = post("127.0.1.2", pin)
+    t0 = time.perf_counter()
+    honest = post("127.0.1.100", pin)
+    took = time.perf_counter() - t0
+    print(f"PIN guessing: one address (any X-Forwarded-For) gets {one} attempts a minute; "
+          f"{wrong} wrong PINs from six addresses lock the channel for them "
+          f"({guesser.status_code} with the right PIN, Retry-After "
+          f"{guesser.headers.get('retry-after')} s); a referee from another phone meanwhile: "
+          f"{honest.status_code} in {took * 1000:.1f} ms [429 for everyone]")
+    # the policy's arithmetic: an attacker guessing as fast as it lets it, for 30 days
+    from api.auth import Auth, RateLimited, pin_suspect
+
+    for addresses in (1, 250):
+        a = Auth("bench-operator-token-0123456789", 10)
+        end, guesses = 30 * 86400.0, 0
+        ready = [(0.0, f"10.0.{n // 250}.{n % 250}") for n in range(addresses)]
+        while ready[0][0] < end:
+            t, address = heapq.heappop(ready)
+            try:
+                a.check_pin_rate(f"main/{address}", t, channel="main",
+                                 suspect=pin_suspect(address))
+            except RateLimited as e:
+                heapq.heappush(ready, (t + max(e.retry_after_s, 0.001), address))
+                continue
+            a.pin_failed("main", t, suspect=pin_suspect(address))
+            guesses += 1
+            heapq.heappush(ready, (t + 0.001, address))
+        per_day = guesses / 30
+        print(f"  {addresses} address(es) guessing as fast as allowed: {per_day:.0f} wrong PINs "
+              f"a day: a 6-digit PIN in {500_000 / per_day / 365.25:.1f} years on average")
+
+
+def _still_open(c: socket.socket) -> bool:
+    """Whether the server still holds `c` for a request: it has sent nothing (an answer,
+    408 or 503, comes with the connection's end)."""
+    try:
+        c.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return True
+    except OSError:
+        pass
+    return False
+
+
+def _attack_socket(port: int, i: int) -> socket.socket:
+    c = socket.socket()
+    c.bind(("127.0.0.1" if i % 4 == 0 else f"127.0.0.{2 + i % 40}", 0))
+    c.connect(("127.0.0.1", port))
+    if i % 2:  # half a request, never finished
+        c.sendall(b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Wait: ")
+    return c
+
+
+def _phone_load(s: Server, address: str = "127.0.0.200") -> float:
+    """A new phone: the projector page, its script, the state, and its WebSocket's state."""
+    from websockets.sync.client import connect
+
+    t0 = time.perf_counter()
+    with httpx2.Client(base_url=s.base, timeout=60,
+                       transport=httpx2.HTTPTransport(local_address=address)) as c:
+        for path in ("/display/main", "/static/common.js", "/api/channels/main"):
+            c.get(path).raise_for_status()
+    with connect(f"ws://127.0.0.1:{s.port}/ws/channels/main", open_timeout=60,
+                 source_address=(address, 0)) as ws:
+        ws.recv()
+        ws.recv()
+    return time.perf_counter() - t0
+
+
+def _ms(v: list[float]) -> str:
+    v = sorted(v)
+    return (f"p50 {v[len(v) // 2] * 1000:.1f} ms, p99 "
+            f"{v[min(len(v) - 1, int(len(v) * 0.99))] * 1000:.1f} ms")
+
+
+def idle_sockets(tmp: Path, n: int = 2000, loads: int = 100) -> None:
+    """Issue 25, item 4: `n` idle and half-sent sockets, kept up by an attacker that opens
+    again whatever the server closes, against a server with Debian's 1,024 open files; what
+    the server holds, and how fast a new phone loads meanwhile."""
+    import resource
+
+    def debian() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < n + 600:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 1000), hard))
+    s = Server(tmp, {"voice": {"engine": "estimate"}, "audio": {"output": "null"}},
+               TOKEN).start(preexec_fn=debian)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+    reopened = [0]
+
+    def attacker() -> None:
+        while not stop.wait(0.05):
+            for i, c in enumerate(held):
+                if not _still_open(c):
+                    c.close()
+                    with contextlib.suppress(OSError):
+                        held[i] = _attack_socket(s.port, i)
+                        reopened[0] += 1
+
+    try:
+        before = [_phone_load(s) for _ in range(loads)]
+        files = [len(os.listdir(f"/proc/{s.proc.pid}/fd"))]
+        for i in range(n):
+            held.append(_attack_socket(s.port, i))
+        files.append(len(os.listdir(f"/proc/{s.proc.pid}/fd")))
+        thread = threading.Thread(target=attacker, daemon=True)
+        thread.start()
+        during: list[float] = []
+        failed = 0
+        for _ in range(loads):
+            try:
+                during.append(_phone_load(s))
+            except (httpx2.HTTPError, OSError) as e:
+                failed += 1
+                print("  a load failed:", e)
+            files.append(len(os.listdir(f"/proc/{s.proc.pid}/fd")))
+        stop.set()
+        thread.join()
+        holding = sum(_still_open(c) for c in held)
+        r = httpx2.post(f"{s.base}/api/channels/main/match", json={"seed": 1}, headers=s.op,
+                        timeout=60)
+        print(f"idle sockets: {n:,} idle and half-sent sockets (one client and 40 more "
+              f"addresses; {reopened[0]:,} opened again as the server closed them) against "
+              f"1,024 open files: the server held at most {max(files)} files "
+              f"({files[0]} before) and {holding} of the sockets at the end; preparing a "
+              f"match {r.status_code} [1,024 files: pages and reconnects failed, prepare "
+              "503 journal_unavailable]")
+        print(f"  a new phone (page, script, state, WebSocket state), {loads} times: before "
+              f"{_ms(before)}; meanwhile {_ms(during)}, {failed} failed")
+    finally:
+        stop.set()
+        for c in held:
+            c.close()
+        s.stop()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def group_flood(tmp: Path, crowd: int = 20, holds: int = 60) -> None:
+    """Issue 25, item 7: `crowd` referees flooding hold/release together, each connecting
+    again whenever its socket is closed, while an honest referee raises its hand every
+    0.3 s (the operator lowers it): the journal lines written, and the honest hold's delay
+    (send to the state that shows it) with and without the crowd."""
+    from tests.test_referee_flood import hand, honest_holds, journal
+
+    s = Server(tmp, {
+        "match": {"memorise_s": 3600, "cards": 2},
+        "voice": {"engine": "estimate"}, "audio": {"output": "null"},
+        "server": {"security": {"pin_attempts_per_minute": 1000}},
+    }, TOKEN).start()
+    child = None
+    try:
+        with httpx2.Client(base_url=s.base, headers=s.op, timeout=60) as c:
+            c.post("/api/channels/main/match", json={"seed": 7}).raise_for_status()
+            c.post("/api/channels/main/match/start").raise_for_status()
+            pin = c.get("/api/channels/main/pin").json()["pin"]
+            refs = [c.post("/api/channels/main/referees",
+                           json={"pin": pin, "name": f"mat {i}"}).json()
+                    for i in range(crowd + 1)]
+        me, ids = refs[0], {r["referee"] for r in refs[1:]}
+        quiet = asyncio.run(honest_holds(s, me, ids, holds=holds // 3, pace_s=0.3))
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tests.flood_child", str(s.port), "main",
+             *[r["token"] for r in refs[1:]]],
+            cwd=Path(__file__).resolve().parent.parent, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, text=True)
+        assert child.stdin is not None and child.stdout is not None
+        child.stdout.readline()
+        t0 = time.perf_counter()
+        start = len(journal(s))
+        flooded = asyncio.run(honest_holds(s, me, ids, holds=holds, pace_s=0.3))
+        child.stdin.close()
+        sent = child.stdout.read().strip()
+        child.wait(60)
+        took = time.perf_counter() - t0
+        time.sleep(2.5)  # what the channel's budget still lets through
+        lines = [r for r in journal(s)[start:] if (hand(r) or ("", ""))[1] in ids]
+        downs = sum(1 for r in lines if (hand(r) or ("", ""))[0] == "release")
+        print(f"group flood: {crowd} referees sending hold/release as fast as their sockets "
+              f"take them for {took:.1f} s, connecting again after each close ({sent}): "
+              f"{len(lines)} journal lines, {downs} hands down (channel: 4/s, bursts of 8) "
+              "[1,668 lines in 25 s]")
+        print(f"  the honest referee's hold: quiet {_ms([w for w, _ in quiet])}; in the "
+              f"flood {_ms([w for w, _ in flooded])}, max "
+              f"{max(w for w, _ in flooded) * 1000:.1f} ms ({holds} holds; crowd's lines "
+              f"during its waits: {sum(n for _, n in flooded)}) [p90 745 ms, max 1.2 s]")
+    finally:
+        if child is not None and child.poll() is None:
+            child.kill()
+            child.wait(10)
+        if child is not None and child.stdout is not None:
+            child.stdout.close()
+        s.stop()
+
+
+def standings(tmp: Path, pages: int = 50, seconds: float = 15.0) -> None:
+    """Issue 25, item 6: a referee's hold on one channel while `pages` projectors long-poll a
+    400-player tournament's standings and the desk enters a result a second; the floor (no
+    pages) measured in the same sitting, before and after."""
+    from tests import desk_load
+
+    s = Server(tmp, {
+        "match": {"memorise_s": 600, "cards": 2},
+        "voice": {"engine": "estimate"}, "audio": {"output": "null"},
+        "server": {"channels": [{"name": "a"}, {"name": "main"}]},
+        "desk": {"database_url": "sqlite:///var/desk.sqlite3", "long_poll_s": 25},
+    }, TOKEN).start()
+    try:
+        t = desk_load.big_tournament()
+        body = json.dumps(desk_load.document(t), ensure_ascii=False).encode()
+        r = httpx2.post(f"{s.base}/api/tournaments/import", content=body, headers=s.op,
+                        timeout=120)
+        r.raise_for_status()
+        view = len(httpx2.get(f"{s.base}/api/tournaments/{t.id}/public").content)
+        hold = desk_load.prepare_channel(s.base, s.op, "main")
+        print(f"standings: {len(t.players)} players in {len(t.blocks)} blocks (a public view "
+              f"of {view / 1024:.0f} KiB), a result a second, {seconds:.0f} s each; the "
+              "hold's round trip (a raise or a lower every 50 ms, applied and journalled):")
+        for n in (0, pages, 0):
+            load = asyncio.run(desk_load.run(s.base, s.op, t, hold, n, seconds))
+            print(f"  {n:3d} pages polling: p50 {load.quantile(0.5):6.1f} ms, p99 "
+                  f"{load.quantile(0.99):6.1f} ms, max {max(load.holds_ms):6.1f} ms "
+                  f"({len(load.holds_ms)} holds, {load.results} results, "
+                  f"{load.responses} views sent)")
+    finally:
+        s.stop()
 
 
 def main() -> None:
@@ -191,6 +411,12 @@ def main() -> None:
             pins(s2)
         finally:
             s2.stop()
+        (Path(tmp) / "idle").mkdir()
+        idle_sockets(Path(tmp) / "idle")
+        (Path(tmp) / "flood").mkdir()
+        group_flood(Path(tmp) / "flood")
+        (Path(tmp) / "standings").mkdir()
+        standings(Path(tmp) / "standings")
 
 
 if __name__ == "__main__":

@@ -176,6 +176,9 @@ class AudioConfig(Frozen):
     schedule_lead_ms: float = Field(30.0, ge=0, le=1000)
     process: bool = True
     render_workers: int | None = Field(None, ge=0, le=64)
+    # how soon an idle CPU must wake while the audio process plays, in µs (a PM QoS request
+    # where allowed: audio/output/wakeup.py); null leaves the machine's idle policy alone
+    cpu_wakeup_us: int | None = Field(0, ge=0, le=100_000)
 
     @field_validator("output", mode="before")
     @classmethod
@@ -235,6 +238,10 @@ class SecurityConfig(Frozen):
     # wrong PINs a minute, from all clients together, before the channel's join locks
     # for a minute, then twice as long each time it locks again within the hour
     pin_failures_per_channel_minute: int = Field(30, ge=1, le=10000)
+    # and in an hour (a guesser that keeps under the minute's count locks it too): together
+    # they bound guessing to ~30 PINs an hour. A lock refuses only the addresses that sent a
+    # wrong PIN (an IPv6 address by its /64); a referee with the right PIN is let in.
+    pin_failures_per_channel_hour: int = Field(30, ge=1, le=100000)
 
     @field_validator("trusted_proxies")
     @classmethod
@@ -258,6 +265,35 @@ class LimitsConfig(Frozen):
     # past the rate the socket is read more slowly, and past a second burst it is closed
     ws_messages_per_s: float = Field(50.0, gt=0, le=10000)
     ws_burst: int = Field(200, ge=1, le=100000)
+    # A connection's request head (request line and headers) must arrive within this many
+    # seconds of the connection's start, or of its first byte after a response; a body that
+    # stops coming for as long is answered 408. A phone's head is one packet.
+    request_head_s: float = Field(10.0, ge=0.5, le=300)
+    # a kept-alive connection with no new request for this long is closed
+    keep_alive_s: float = Field(5.0, ge=0.5, le=300)
+    # the server pings each WebSocket this often, and closes one that does not answer within
+    # as long (every browser and WebSocket library answers by itself)
+    ws_ping_s: float = Field(20.0, ge=0.5, le=300)
+    # connections held at once, in all: lowered at start to the open-files limit less a
+    # reserve (a quarter, at least 256) that the journal and the desk's database always have
+    connections: int = Field(4000, ge=16, le=100000)
+    # connections held at once from one client address (a phone's browser opens up to 6, and
+    # a page's WebSocket); a new one past the cap takes the place of the address's oldest
+    # idle one, or is refused (503) if none is idle
+    connections_per_address: int = Field(32, ge=2, le=100000)
+    # addresses not capped per address: the server's own machine (its console, projector and
+    # speaker pages, benches); server.security.trusted_proxies are not capped either
+    connections_exempt: tuple[str, ...] = ("127.0.0.1", "::1")
+
+    @field_validator("connections_exempt")
+    @classmethod
+    def _exempt_addresses(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for a in v:
+            try:
+                ipaddress.ip_network(a, strict=False)
+            except ValueError:
+                raise ValueError(f"{a!r} is not an IP address or network") from None
+        return v
 
 
 class RefereesConfig(Frozen):
@@ -266,6 +302,10 @@ class RefereesConfig(Frozen):
     # delayed); faster changes (a bouncing thumb, a script) wait, and the last one counts
     changes_per_s: float = Field(2.0, gt=0, le=100)
     changes_burst: int = Field(8, ge=1, le=1000)
+    # and all of a channel's referees together, applied one at a time: a crowd of scripts
+    # cannot make the journal write more than this, nor queue a hold behind its own changes
+    channel_changes_per_s: float = Field(4.0, gt=0, le=1000)
+    channel_changes_burst: int = Field(8, ge=1, le=10000)
     # false: referees who joined on an earlier day are forgotten at start (tokens die)
     keep_across_days: bool = False
 

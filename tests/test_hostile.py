@@ -39,11 +39,13 @@ CONFIG = {
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     s = Server(tmp_path_factory.mktemp("hostile"), CONFIG, TOKEN).start()
-    with httpx2.Client(base_url=s.base, headers=s.op) as c:
-        c.post("/api/channels/main/match", json={"seed": 1})
-        c.post("/api/channels/main/match/start")
-    yield s
-    s.stop()
+    try:
+        with httpx2.Client(base_url=s.base, headers=s.op, timeout=30) as c:
+            c.post("/api/channels/main/match", json={"seed": 1})
+            c.post("/api/channels/main/match/start")
+        yield s
+    finally:
+        s.stop()
 
 
 def pin_of(s: Server, ch: str = "main") -> str:
@@ -146,13 +148,22 @@ def test_guesses_from_many_addresses_lock_the_channel_and_a_new_pin_unlocks_it(s
             r = c.post(f"{server.base}/api/channels/side/referees",
                        json={"pin": f"{n:08d}", "name": "guess"})
             codes.append(r.status_code)
-    assert codes.count(403) <= 30 and codes[-1] == 429, codes
-    # locked for everyone, even with the right PIN, for a while
-    with httpx2.Client(transport=httpx2.HTTPTransport(local_address="127.0.0.77")) as c:
+    # each address's one guess is looked at (issue 25, item 11: a lock never refuses an
+    # address that has not guessed wrong), and past 30 the channel is locked for them all
+    assert codes == [403] * 38, codes
+    with httpx2.Client(transport=httpx2.HTTPTransport(local_address="127.0.0.2")) as c:
         r = c.post(f"{server.base}/api/channels/side/referees", json={"pin": side, "name": "ok"})
         assert r.status_code == 429 and "too many wrong PINs" in r.json()["detail"]
-        assert 50 <= int(r.headers["retry-after"]) <= 61
-        # the operator gives a new PIN: the old one is dead, the new one works at once
+        # until the hour's wrong PINs are an hour old, less the few requests since (seconds
+        # at most on a busy machine); a missing or zero Retry-After is the bug
+        assert 3500 <= int(r.headers["retry-after"]) <= 3601
+    # a referee from any other phone is let in with the right PIN, lock or not
+    with httpx2.Client(transport=httpx2.HTTPTransport(local_address="127.0.0.77")) as c:
+        r = c.post(f"{server.base}/api/channels/side/referees", json={"pin": side, "name": "ok"})
+        assert r.status_code == 200, r.text
+    with httpx2.Client(transport=httpx2.HTTPTransport(local_address="127.0.0.3")) as c:
+        # the operator gives a new PIN: the old one is dead, the new one works at once, for
+        # the guessers too (they are forgotten)
         new = httpx2.post(f"{server.base}/api/channels/side/pin", headers=server.op).json()
         assert new["pin"] != side and len(new["pin"]) >= 6 and new["pin"] in new["join_url"]
         assert c.post(f"{server.base}/api/channels/side/referees",
@@ -176,26 +187,36 @@ def test_a_referee_flooding_hold_and_release_is_throttled_then_closed(server):
             try:
                 for i in range(n):  # hold, release, ... as fast as the socket takes them
                     await ws.send(json.dumps({"type": "hold" if i % 2 == 0 else "release"}))
-                async with asyncio.timeout(10):
+                async with asyncio.timeout(60):
                     while True:
                         await ws.recv()
             except websockets.ConnectionClosed as e:
                 return e.rcvd.code if e.rcvd else None
         return None
 
+    def changes() -> list[str]:
+        log = httpx2.get(f"{server.base}/api/channels/main/match/log", headers=server.op,
+                         timeout=30).json()
+        return [r["event"]["type"] for r in log["records"]
+                if r["event"]["type"] in ("hold", "release")
+                and r["event"].get("referee") == ref["referee"]]
+
     t0 = time.monotonic()
     code = asyncio.run(flood())
-    took = time.monotonic() - t0
     assert code == 1008  # 40 at once, 40 more read at 100 a second, then closed
-    time.sleep(0.5)  # a change still waiting for the hand's rate is applied
-    st = httpx2.get(f"{server.base}/api/channels/main", headers=server.op).json()
-    log = httpx2.get(f"{server.base}/api/channels/main/match/log", headers=server.op).json()
-    mine = [r["event"]["type"] for r in log["records"]
-            if r["event"]["type"] in ("hold", "release")
-            and r["event"].get("referee") == ref["referee"]]
+    # the state and the journal at one moment (a change still waiting for the hand's rate may
+    # be applied at any time: read the journal either side of the state until it did not
+    # change in between)
+    for _ in range(100):
+        mine = changes()
+        st = httpx2.get(f"{server.base}/api/channels/main", headers=server.op, timeout=30).json()
+        if changes() == mine:
+            break
+    took = time.monotonic() - t0
     # lowering the hand is limited (6, then 4 a second) and raising it needs it lowered
-    # first: at most twice that over the flood, not 2,000 fsyncs
-    assert 2 <= len(mine) <= 2 * (6 + 4 * (took + 0.5)) + 2, (len(mine), took)
+    # first: at most twice that over the flood (and the time since: a busy machine only
+    # allows more), not 2,000 fsyncs
+    assert 2 <= len(mine) <= 2 * (6 + 4 * took) + 2, (len(mine), took)
     # the match is where the last change that was applied left it
     held = ref["referee"] in [h["referee"] for h in st["match"]["holds"]]
     assert held == (mine[-1] == "hold")
@@ -204,14 +225,25 @@ def test_a_referee_flooding_hold_and_release_is_throttled_then_closed(server):
         async with websockets.connect(uri) as ws:
             await ws.recv()
             await ws.send(json.dumps({"type": "hold" if not held else "release"}))
-            async with asyncio.timeout(5):
+            async with asyncio.timeout(60):
                 while True:
                     m = json.loads(await ws.recv())
                     if m["type"] == "state" and (ref["referee"] in [
                             h["referee"] for h in m["match"]["holds"]]) != held:
                         return
 
-    asyncio.run(polite())
+    # the referee still owes the burst it flooded (issue 25, item 7: connecting again does not
+    # renew it): its next sockets are closed at once until it has kept quiet that long, and
+    # the page connects again, as its own code does
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            asyncio.run(polite())
+            break
+        except websockets.ConnectionClosed as e:
+            assert e.rcvd is not None and e.rcvd.reason == "too many messages", e
+            assert time.monotonic() < deadline
+            time.sleep(0.1)  # the page's back-off
     httpx2.delete(f"{server.base}/api/channels/main/holds/{ref['referee']}", headers=server.op)
 
 
@@ -270,7 +302,9 @@ def test_secrets_in_percent_encoded_query_keys_are_redacted(server):
     # the parser decodes the key: this authenticates, so it must be redacted too
     assert asyncio.run(connect(f"%74oken={ref['token']}")) == "referee"
     httpx2.get(f"{server.base}/referee/main?p%69n={pin_of(server)}&T%4fKEN=abc")
-    time.sleep(0.2)
+    deadline = time.monotonic() + 30  # the access log's line is written after the answer
+    while "T%4fKEN=" not in server.log() and time.monotonic() < deadline:
+        time.sleep(0.05)
     log = server.log()
     access = [ln for ln in log.splitlines() if '"GET ' in ln or '"WebSocket ' in ln]
     assert ref["token"] not in log
@@ -336,14 +370,14 @@ def test_odd_websocket_messages_get_an_error_and_the_socket_lives(server):
             ]
             for ws, text in cases:
                 await ws.send(text)
-                async with asyncio.timeout(5):
+                async with asyncio.timeout(30):
                     while True:
                         m = json.loads(await ws.recv())
                         if m["type"] == "error":
                             errors.append(m["error"])
                             break
             await op.send(json.dumps({"type": "ping"}))
-            async with asyncio.timeout(5):
+            async with asyncio.timeout(30):
                 while json.loads(await op.recv())["type"] != "pong":
                     pass
         return errors
@@ -385,7 +419,7 @@ def test_the_operator_removes_a_referee_its_token_dies_and_its_hand_goes_down(se
                               headers=server.op)
             assert r.status_code == 200, r.text
             try:
-                async with asyncio.timeout(5):
+                async with asyncio.timeout(30):
                     while True:
                         await ws.recv()
             except websockets.ConnectionClosed as e:

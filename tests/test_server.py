@@ -25,19 +25,29 @@ def server(tmp_path_factory):
         "audio": {"output": "null"},
         "server": {"channels": [{"name": "main"}, {"name": "green"}]},
     }, TOKEN).start()
-    yield s
-    s.stop()
+    try:
+        yield s
+    finally:
+        s.stop()
 
 
 def test_banner_prints_urls_pin_and_qr(server):
     log = server.log()
-    assert f"operator console: http://127.0.0.1:{server.port}/console#token={TOKEN}" in log
+    # the output is a log here, not a terminal: the token stays out of it (issue 25, item 15),
+    # and the link with it is in a file only this user may read
+    assert TOKEN not in log
+    kept = server.tmp / "journal" / "console-link.txt"
+    assert f"operator console: http://127.0.0.1:{server.port}/console (the link with the " \
+        f"operator's token is in {kept}" in log
+    assert kept.read_text("utf-8").strip() == (
+        f"http://127.0.0.1:{server.port}/console#token={TOKEN}")
+    assert kept.stat().st_mode & 0o077 == 0
     assert "channel green: audio -> null output" in log
     assert "PIN " in log and "scan to referee channel main" in log
 
 
 def test_openapi_and_roles_on_the_real_server(server):
-    with httpx2.Client(base_url=server.base, timeout=5) as c:
+    with httpx2.Client(base_url=server.base, timeout=30) as c:
         spec = c.get("/openapi.json").json()
         assert "/api/channels/{ch}/holds/{referee}" in spec["paths"]
         assert c.post("/api/channels/main/match", json={}).status_code == 401
@@ -53,7 +63,7 @@ def test_openapi_and_roles_on_the_real_server(server):
 
 def test_a_match_runs_to_the_end_with_a_hold_over_websocket(server):
     async def scenario():
-        async with httpx2.AsyncClient(base_url=server.base, timeout=5) as c:
+        async with httpx2.AsyncClient(base_url=server.base, timeout=30) as c:
             await c.post("/api/channels/green/match", json={"colors": ["緑"], "seed": 12},
                          headers=server.op)
             pin = (await c.get("/api/channels/green/pin", headers=server.op)).json()["pin"]
@@ -64,7 +74,7 @@ def test_a_match_runs_to_the_end_with_a_hold_over_websocket(server):
                 assert json.loads(await ws.recv())["type"] == "hello"
                 await c.post("/api/channels/green/match/start", headers=server.op)
                 seqs, phases, held = [], [], False
-                async with asyncio.timeout(60):
+                async with asyncio.timeout(180):  # the whole match, on a busy machine
                     while True:
                         m = json.loads(await ws.recv())
                         if m["type"] != "state" or m["match"] is None:
@@ -138,14 +148,14 @@ def test_phones_get_the_lan_address_and_a_busy_port_or_folder_is_said_first(tmp_
         assert f"yomite is serving on http://{lan}:{a.port}" in log
         assert f"referees: http://{lan}:{a.port}/referee/main?pin=" in log
         assert "127.0.0.1" not in log.split("scan to referee")[0]
-        with httpx2.Client(base_url=a.base, timeout=5) as c:
+        with httpx2.Client(base_url=a.base, timeout=30) as c:
             p = c.get("/api/channels/main/pin", headers=a.op).json()
         assert p["join_url"] == f"http://{lan}:{a.port}/referee/main?pin={p['pin']}"
         assert p["bases"][0]["source"].startswith("default route")
-        r = httpx2.get(p["join_url"], timeout=5)  # over the LAN interface, as a phone would
+        r = httpx2.get(p["join_url"], timeout=30)  # over the LAN interface, as a phone would
         assert r.status_code == 200 and "referee.js" in r.text
         svg = httpx2.get(f"{a.base}/api/channels/main/qr.svg",
-                         params={"base": "http://evil.example"}, headers=a.op, timeout=5)
+                         params={"base": "http://evil.example"}, headers=a.op, timeout=30)
         assert svg.status_code == 422 and svg.json()["error"] == "unknown_base"
 
         yomite = str(Path(sys.executable).parent / "yomite")

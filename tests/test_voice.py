@@ -165,10 +165,10 @@ def test_concurrent_requests_for_one_clip_render_it_once() -> None:
                for _ in range(8)]
     for t in threads:
         t.start()
-    assert inner.holding.wait(timeout=10)
+    assert inner.holding.wait(timeout=60)
     inner.release.set()
     for t in threads:
-        t.join(timeout=10)
+        t.join(timeout=60)
     assert inner.renders[verse(9).key] == 1
     assert len(results) == 8 and all(r is results[0] for r in results)
 
@@ -180,13 +180,13 @@ def test_a_cache_hit_does_not_wait_for_a_render_in_progress() -> None:
     inner.hold = verse(2).key
     background = threading.Thread(target=rv.prefetch, args=([verse(2)],))
     background.start()
-    assert inner.holding.wait(timeout=10)
+    assert inner.holding.wait(timeout=60)
     # the background render is stuck until release: a hit must still come straight back
     assert rv.pcm(verse(1)) is ready
     assert rv.frames(verse(1)) == ready.size
     assert background.is_alive()
     inner.release.set()
-    background.join(timeout=10)
+    background.join(timeout=60)
     assert not background.is_alive()
 
 

@@ -27,6 +27,9 @@ def hold_target(svc: ChannelService, p: Principal, referee: str) -> str:
     if p.role is Role.VIEWER:
         raise ApiError(401, "unauthorized", "join the channel as a referee first",
                        "POST /api/channels/{ch}/referees with the PIN")
+    if p.role is Role.SPEAKER:
+        raise ApiError(403, "forbidden", "a speaker plays the reading; it holds no hand",
+                       "join the channel as a referee")
     if p.channel != svc.name:
         raise ApiError(403, "forbidden", "this referee joined another channel",
                        f"join channel {svc.name} with its PIN")
@@ -58,5 +61,5 @@ async def raise_hold(svc: Ch, p: Who, referee: RefereePath, request: Request,
 async def lower_hold(svc: Ch, p: Who, referee: RefereePath) -> dict[str, Any]:
     """Lower a hand; when every hand is down, reading resumes after the lead-in."""
     rid = hold_target(svc, p, referee)
-    await svc.hand(Release(rid))
+    await svc.hand(Release(rid), trusted=p.role is Role.OPERATOR)
     return view(svc, p)

@@ -13,7 +13,7 @@ from fastapi.responses import Response
 from reader.config import Config
 
 from ..addresses import Candidate, candidates
-from ..auth import RateLimited, TooManyReferees, fingerprint, pin_matches
+from ..auth import RateLimited, TooManyReferees, fingerprint, pin_matches, pin_suspect
 from ..deps import Ch, Op, auth_of
 from ..errors import ApiError
 from ..hall import ChannelService
@@ -30,13 +30,14 @@ async def join(svc: Ch, body: JoinRequest, request: Request) -> dict[str, Any]:
     token is the referee's identity (it raises and lowers only its own hand)."""
     auth = auth_of(request)
     client = request.client.host if request.client else "?"
+    suspect = pin_suspect(client)
     try:
-        auth.check_pin_rate(f"{svc.name}/{client}", channel=svc.name)
+        auth.check_pin_rate(f"{svc.name}/{client}", channel=svc.name, suspect=suspect)
     except RateLimited as e:
         raise ApiError(429, "rate_limited", str(e), "wait, then enter the PIN again",
                        headers={"Retry-After": str(int(e.retry_after_s) + 1)}) from None
     if not pin_matches(body.pin, svc.pin):
-        auth.pin_failed(svc.name)
+        auth.pin_failed(svc.name, suspect=suspect)
         raise ApiError(403, "wrong_pin", "that PIN is not this channel's",
                        "read the PIN on the operator's console")
     try:

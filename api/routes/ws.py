@@ -1,8 +1,9 @@
 """The WebSocket of a channel: `hello`, the full state on connect and after every change;
 referees (and the operator) send hold / release; anyone may ping. A speaker page connects with
-`?audience=speaker` and also gets the channel's audio schedule (`speaker` messages, see
-api.speaker); `sync` probes the timeline's clock (`{"type": "sync", "id", "c"}` is answered at
-once with the same fields and `s`, the timeline's time)."""
+`?audience=speaker` and the channel's speaker key (the console's speaker link) and also gets
+the channel's audio schedule (`speaker` messages, see api.speaker); `sync` probes the
+timeline's clock (`{"type": "sync", "id", "c"}` is answered at once with the same fields and
+`s`, the timeline's time)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,10 @@ from reader.config import Config
 from reader.errors import ReaderError
 from reader.events import OPERATOR, Hold, Release
 
-from ..auth import Auth, Principal, Role
+from ..auth import VIEWER, Auth, Principal, Role
 from ..deps import token_of, view
 from ..errors import ApiError
+from ..guards import Budget
 from ..hall import ChannelService, Hall
 from ..hub import direct_transport
 from ..protocol import CLIENT, HoldMessage, Ping, Sync
@@ -42,18 +44,36 @@ async def ws(websocket: WebSocket, ch: str) -> None:
     if svc is None:
         await websocket.close(code=1008, reason=f"no channel {ch}")
         return
+    speaker = websocket.query_params.get("audience") == "speaker"
     try:
         p = auth.identify(token_of(websocket))
     except PermissionError:
-        await websocket.close(code=1008, reason="unknown token: join again")
-        return
-    speaker = websocket.query_params.get("audience") == "speaker"
+        if not speaker:
+            await websocket.close(code=1008, reason="unknown token: join again")
+            return
+        p = VIEWER  # a speaker link replaced since: refused below, with a reason it can read
+    # the close reasons a speaker page gets are codes: the page says each in its language
     refusal = None
     if speaker and svc.speakers is None:
-        refusal = (1008, f"channel {ch} has no browser speakers "
-                         "(server.channels[].output: browser or both)")
+        refusal = (1008, "no_browser_speakers")
+    elif speaker and not (p.role is Role.OPERATOR
+                          or (p.role is Role.SPEAKER and p.channel == ch)):
+        # the schedule names the next card's clips ahead: only the devices the operator
+        # admitted (the console's speaker link) may have it
+        refusal = (1008, "speaker_key_needed")
     elif speaker and len(svc.hub.speakers) >= config.server.speakers.max_per_channel:
-        refusal = (1013, "too many speaker pages on this channel")
+        refusal = (1013, "too_many_speakers")
+    lim = config.server.limits
+    # the operator's console is trusted; anyone else's socket is read at a bounded rate, so
+    # that no script can keep the event loop (and every other phone's hold) waiting. A
+    # referee's sockets share its allowance: connecting again does not renew it, and a
+    # referee still flooding is closed before it costs anyone a state.
+    budget = None if p.role is Role.OPERATOR else (
+        svc.read_budget(p.referee, lim.ws_messages_per_s, lim.ws_burst) if p.referee
+        else Budget(lim.ws_messages_per_s, lim.ws_burst))
+    quiet_s = 0.0 if budget is None else budget.spent(asyncio.get_running_loop().time())
+    if refusal is None and quiet_s > 0:
+        refusal = (1008, "too many messages")
     await websocket.accept()
     if refusal is not None:  # accepted first, so that a browser can read the reason
         await websocket.close(code=refusal[0], reason=refusal[1])
@@ -70,16 +90,14 @@ async def ws(websocket: WebSocket, ch: str) -> None:
         svc.hub.send_to(client, svc.speakers.message())
     if client.referee or speaker:
         svc.broadcast()  # the console shows who is connected, and how many speakers
-    lim = config.server.limits
-    # the operator's console is trusted; anyone else's socket is read at a bounded rate, so
-    # that no script can keep the event loop (and every other phone's hold) waiting
-    budget = None if p.role is Role.OPERATOR else Budget(lim.ws_messages_per_s, lim.ws_burst)
     try:
         while True:
             text = await websocket.receive_text()
             if budget is not None:
-                wait = budget.take(asyncio.get_running_loop().time())
+                now = asyncio.get_running_loop().time()
+                wait = budget.take(now)
                 if wait is None:
+                    budget.cut(now)
                     await websocket.close(code=1008, reason="too many messages")
                     log.info("websocket on %s closed: too many messages (%s %s)", ch,
                              p.role.value, p.referee or "")
@@ -97,36 +115,6 @@ async def ws(websocket: WebSocket, ch: str) -> None:
         svc.hub.remove(client)
         if client.referee or speaker:
             svc.broadcast()
-
-
-class Budget:
-    """A socket's message allowance: `rate` a second with bursts of `burst`. `take` says how
-    long to wait before the message may be applied (the socket is then read no faster than
-    the rate), or None once `burst` messages have had to wait with no pause in between long
-    enough to win back half a burst: the sender does not slow down, and the socket is
-    closed."""
-
-    def __init__(self, rate: float, burst: int) -> None:
-        self.rate, self.burst = rate, float(burst)
-        self.tokens = float(burst)
-        self.at: float | None = None
-        self.waited = 0  # messages in a row that had to wait
-
-    def take(self, now: float) -> float | None:
-        if self.at is not None:
-            self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
-        self.at = now
-        self.tokens -= 1.0
-        if self.tokens >= self.burst / 2:
-            self.waited = 0
-        if self.tokens >= 0:
-            return 0.0
-        self.waited += 1
-        if self.waited > self.burst:
-            return None
-        return -self.tokens / self.rate
-
-
 
 
 async def _message(svc: ChannelService, auth: Auth, p: Principal, client: Any,
@@ -170,7 +158,7 @@ async def _message(svc: ChannelService, auth: Auth, p: Principal, client: Any,
         return True
     ev: Hold | Release = Hold(rid, p.name) if isinstance(msg, HoldMessage) else Release(rid)
     try:
-        await svc.hand(ev)
+        await svc.hand(ev, trusted=p.role is Role.OPERATOR)
     except ReaderError as e:
         svc.hub.send_to(client, {"type": "error", "error": "illegal_move", "detail": str(e)})
     except Exception as e:  # a fault or a stopping channel: the socket says so and lives on
