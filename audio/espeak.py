@@ -213,12 +213,20 @@ class Pyttsx3Voice:
         from `props` (lock held). Only those: setting them all before every phrase makes
         espeak-ng drop about one synthesis in a hundred."""
         engine = self._engine()
+        changed = False
         try:
             for key, value in props.items():
                 if not _same(engine.getProperty(key), value):
                     engine.setProperty(key, value)
+                    changed = True
         except (RuntimeError, ValueError, KeyError, OSError) as e:
             raise VoiceError(f"pyttsx3 refused a setting for clip {clip.key}: {e}") from None
+        if changed:
+            # espeak-ng takes a new setting through its own command queue: on a busy machine
+            # the next synthesis may still be spoken with the old one (seen: a first phrase at
+            # the default rate, a verse 4 % short). One throwaway utterance takes it in.
+            with tempfile.TemporaryDirectory(prefix="yomite-tts-") as tmp:
+                self._utter("あ", Path(tmp) / "settle.wav", clip)
 
     def _utter(self, phrase: str, wav: Path, clip: Clip) -> tuple[Pcm, int]:
         engine = self._engine()

@@ -120,7 +120,8 @@ def test_render_writes_a_file_never_says_and_prints_nothing(
     voice = Pyttsx3Voice(RATE, engine_factory=lambda: fake)
     x = voice.render(verse(1, yomi="あき のた"))
     assert "say" not in fake.calls
-    assert fake.calls == ["save_to_file", "runAndWait"] * 2  # one file per phrase
+    # one file per phrase, after one throwaway utterance that takes the new settings in
+    assert fake.calls == ["save_to_file", "runAndWait"] * 3
     assert fake.properties["voice"] == "jpx/ja" and fake.properties["rate"] == BASE_WPM
     assert loudness_lufs(x, RATE) == pytest.approx(CFG.loudness_lufs, abs=0.5)
     # two 0.2 s tones (22050 Hz resampled), one phrase pause, trimmed to a few ms margin
