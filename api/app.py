@@ -15,16 +15,10 @@ from typing import TYPE_CHECKING
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
-from audio.recording import MAX_UPLOAD_BYTES, RecordingPack
-from reader.config import Config, VoiceConfig
-
-from .auth import Auth
-from .desk import Desk
-from .errors import ApiError, install_handlers
-from .gcpolicy import GcPolicy
-from .guards import BodyLimit, HostCheck, SecurityHeaders
-from .hall import Hall, SinkFactory, default_sink
-from .routes import (
+from api.desk import routes as tournaments
+from api.errors import ApiError, install_handlers
+from api.guards import BodyLimit, HostCheck, SecurityHeaders
+from api.routes import (
     clips,
     history,
     holds,
@@ -34,10 +28,16 @@ from .routes import (
     referees,
     reference,
     speakers,
-    tournaments,
     ws,
 )
-from .runtime import VoiceLike
+from audio.config import VoiceConfig
+from audio.recording import MAX_UPLOAD_BYTES, RecordingPack
+from hall.auth import Auth
+from hall.config import Config
+from hall.desk import Desk
+from hall.gcpolicy import GcPolicy
+from hall.hall import Hall, SinkFactory, default_sink
+from hall.runtime import VoiceLike
 
 if TYPE_CHECKING:
     from audio.renderpool import RenderPool

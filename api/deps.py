@@ -8,9 +8,9 @@ from typing import Annotated, Any
 from fastapi import Depends, Request, WebSocket
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from .auth import Auth, Principal, Role
-from .errors import ApiError
-from .hall import ChannelService, Hall, public_view
+from api.errors import ApiError
+from hall.auth import Auth, Principal, Role
+from hall.hall import ChannelService, Hall, public_view
 
 
 def token_of(request: Request | WebSocket) -> str | None:

@@ -10,9 +10,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from audio.errors import AudioError
 from desk.errors import DeskError
+from hall.runtime import ChannelFault, ChannelStopped, JournalUnavailable
 from reader.errors import BadDeck, ConfigError, IllegalMove, ReaderError
-
-from .runtime import ChannelFault, ChannelStopped, JournalUnavailable
 
 
 class ApiError(Exception):

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from .models import ChannelState, RefereeId
+from api.models import ChannelState, RefereeId
 
 
 class _Message(BaseModel):

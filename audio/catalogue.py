@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from audio.config import VoiceConfig, VoiceEngine
 from reader.clip import Clip
-from reader.config import VoiceConfig, VoiceEngine
 
 from .codec import decode, encode
 from .errors import PackError, VoiceError

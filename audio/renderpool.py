@@ -32,8 +32,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 
+from audio.config import VoiceConfig
 from reader.clip import Clip, ClipKind
-from reader.config import VoiceConfig
 
 from .errors import VoiceError
 from .pcm import Pcm

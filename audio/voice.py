@@ -22,8 +22,8 @@ from typing import Final, Protocol, assert_never, runtime_checkable
 
 import numpy as np
 
+from audio.config import VoiceConfig, VoiceEngine
 from reader.clip import Clip, ClipKind, EstimatedDurations
-from reader.config import VoiceConfig, VoiceEngine
 
 from .errors import VoiceError
 from .pcm import Pcm, fade_edges, normalise_loudness, resample, silence, trim_silence

@@ -167,7 +167,7 @@ def pins(s: Server) -> None:
           f"{guesser.headers.get('retry-after')} s); a referee from another phone meanwhile: "
           f"{honest.status_code} in {took * 1000:.1f} ms [429 for everyone]")
     # the policy's arithmetic: an attacker guessing as fast as it lets it, for 30 days
-    from api.auth import Auth, RateLimited, pin_suspect
+    from hall.auth import Auth, RateLimited, pin_suspect
 
     for addresses in (1, 250):
         a = Auth("bench-operator-token-0123456789", 10)

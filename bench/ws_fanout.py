@@ -334,7 +334,7 @@ def main() -> None:
         # the same scheduling, so the ratio compares the servers, not their priorities
         import os
 
-        from api.server import realtime_loop
+        from yomite.server import realtime_loop
 
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, 0, -10)

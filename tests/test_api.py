@@ -4,7 +4,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from reader.config import parse_config
+from hall.config import parse_config
 
 TOKEN = "operator-token-for-tests-0123456789"
 OP = {"Authorization": f"Bearer {TOKEN}"}
@@ -536,8 +536,8 @@ def test_a_request_is_answered_on_the_event_loop_alone(client, monkeypatch):
     the other core and a GIL hand-over each) before it reached the engine."""
     import threading
 
-    from api.auth import Auth
-    from api.hall import ChannelService
+    from hall.auth import Auth
+    from hall.hall import ChannelService
 
     threads: dict[str, set[int]] = {"identify": set(), "view": set()}
     identify, operator_view = Auth.identify, ChannelService.operator_view
@@ -566,13 +566,9 @@ def test_a_request_is_answered_on_the_event_loop_alone(client, monkeypatch):
 def test_no_route_has_a_dependency_for_the_thread_pool():
     """Every dependency of every route is a coroutine (see the test above): a new plain `def`
     one would quietly bring the hops back."""
-    import importlib
     import inspect
-    import pkgutil
 
     from fastapi.routing import APIRoute, APIWebSocketRoute
-
-    import api.routes
 
     seen, sync = 0, []
 
@@ -586,9 +582,16 @@ def test_no_route_has_a_dependency_for_the_thread_pool():
                 sync.append(getattr(call, "__qualname__", repr(call)))
             walk(d)
 
+    import importlib
+    import pkgutil
+
+    import api.routes
+
+    routers = [getattr(importlib.import_module(f"api.routes.{m.name}"), "router", None)
+               for m in pkgutil.iter_modules(api.routes.__path__)]
+    routers.append(importlib.import_module("api.desk.routes").router)  # the desk's own
     routes = 0
-    for m in pkgutil.iter_modules(api.routes.__path__):
-        router = getattr(importlib.import_module(f"api.routes.{m.name}"), "router", None)
+    for router in routers:
         for r in getattr(router, "routes", []):
             if isinstance(r, APIRoute | APIWebSocketRoute):
                 routes += 1

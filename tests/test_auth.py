@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from api.auth import Auth, RateLimited, TooManyReferees
+from hall.auth import Auth, RateLimited, TooManyReferees
 
 DAY = 86400.0
 

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from audio.catalogue import import_pack, list_voices, render_all
+from audio.config import VoiceConfig, VoiceEngine
 from audio.errors import CodecError, PackError
 from audio.pack import PackLayout, PackVoice, read_pack
 from audio.voice import RenderedVoice
 from reader.clip import Verse
-from reader.config import VoiceConfig, VoiceEngine
 from reader.poems import all_poems, poem
 
 from .packs import ALL, dominant_hz, shuffle100
@@ -101,7 +101,7 @@ def test_voices_list_says_espeak_is_absent_instead_of_crashing(tmp_path: Path) -
         "sys.meta_path.insert(0, NoEspeak())\n", "utf-8")
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{Path.cwd()}"}
     out = subprocess.run(
-        [sys.executable, "-c", "import sys; from api.cli import main; "
+        [sys.executable, "-c", "import sys; from yomite.cli import main; "
          "sys.exit(main(['voices', 'list']))"],
         capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert out.returncode == 0, out.stderr

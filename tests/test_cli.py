@@ -15,7 +15,7 @@ import yaml
 
 from audio.filesink import to_int16
 from audio.voice import make_voice
-from reader.config import parse_config
+from hall.config import parse_config
 from reader.poems import poem
 
 from .audio_capture import OwnNullSink, Recorder, holes

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from reader.config import Config, load_config, parse_config, with_match_overrides
+from hall.config import Config, load_config, parse_config
+from reader.config import with_match_overrides
 from reader.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,7 +109,9 @@ def test_presets_and_channel_outputs():
 
 
 def test_builtin_presets_follow_the_rules_and_slow_down_for_classes():
-    from reader.config import BUILTIN_PRESETS, with_match_overrides, with_voice_overrides
+    from audio.config import with_voice_overrides
+    from hall.config import BUILTIN_PRESETS
+    from reader.config import with_match_overrides
 
     base = Config()
     t = with_match_overrides(base.match, BUILTIN_PRESETS["tournament"].match)

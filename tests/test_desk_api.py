@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from reader.config import parse_config
+from hall.config import parse_config
 
 TOKEN = "operator-token-for-desk-tests-0123456789"
 OP = {"Authorization": f"Bearer {TOKEN}"}

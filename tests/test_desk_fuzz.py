@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis.config import SchemathesisConfig
 
 from api.app import create_app
-from reader.config import parse_config
+from hall.config import parse_config
 
 from .desk_sim import Desk, config, entries_csv
 from .serverproc import Server

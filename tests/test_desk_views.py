@@ -12,12 +12,12 @@ import threading
 
 import pytest
 
-from api import desk as desk_mod
-from api import desk_views as views_mod
-from api.desk import Desk
 from desk import tournament as ops
 from desk.views import desk_view, public_view
-from reader.config import parse_config
+from hall import desk as desk_mod
+from hall import deskviews as views_mod
+from hall.config import parse_config
+from hall.desk import Desk
 
 from .desk_load import big_tournament
 

@@ -29,7 +29,7 @@ import httpx2
 import pytest
 import websockets
 
-from reader.config import Config
+from hall.config import Config
 
 from .serverproc import Server
 

@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 from audio import espeak
+from audio.config import VoiceConfig
 from audio.errors import VoiceError
 from audio.espeak import BASE_WPM, Pyttsx3Voice, japanese_voice_id
 from audio.pcm import Pcm, loudness_lufs, peak
 from reader.clip import Verse
-from reader.config import MatchConfig, VoiceConfig
+from reader.config import MatchConfig
 from reader.poems import all_poems
 from reader.programme import verse_clip
 

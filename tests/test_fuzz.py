@@ -17,7 +17,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from api.app import create_app
 from api.protocol import CLIENT, Ping
-from reader.config import parse_config
+from hall.config import parse_config
 
 from .serverproc import Server
 

@@ -3,7 +3,7 @@
 import asyncio
 import gc
 
-from api.gcpolicy import GcPolicy
+from hall.gcpolicy import GcPolicy
 
 
 class Node:

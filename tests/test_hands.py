@@ -4,9 +4,9 @@ often waits and only its last intent counts; a flood costs a bounded number of c
 
 import asyncio
 
-from api.auth import Auth
-from api.hall import ChannelService
-from api.hub import Hub
+from hall.auth import Auth
+from hall.hall import ChannelService
+from hall.hub import Hub
 from reader.events import Hold, Release
 
 

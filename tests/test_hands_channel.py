@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from api.auth import Auth
-from api.hall import ChannelService
-from api.hub import Hub
+from hall.auth import Auth
+from hall.hall import ChannelService
+from hall.hub import Hub
 from reader.events import Hold, Release
 
 Item = Hold | Release

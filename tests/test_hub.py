@@ -6,7 +6,7 @@ import asyncio
 from websockets.frames import Frame, Opcode
 from websockets.streams import StreamReader
 
-from api.hub import FLOW_HIGH_WATER, Hub, text_frame
+from hall.hub import FLOW_HIGH_WATER, Hub, text_frame
 
 
 class FakeTransport:

@@ -9,12 +9,13 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
+from audio.config import VoiceConfig
 from audio.errors import VoiceError
 from audio.openjtalk import OpenJTalkVoice, katakana, spoken_kana
 from audio.pcm import Pcm, loudness_lufs, peak, resample
 from audio.voice import EstimateVoice
 from reader.clip import Clip, Verse
-from reader.config import MatchConfig, VoiceConfig
+from reader.config import MatchConfig
 from reader.poems import all_poems
 from reader.programme import call_clip, prelude_clip, verse_clip
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from audio.codec import encode, write_wav
+from audio.config import VoiceConfig, VoiceEngine
 from audio.errors import PackError, VoiceError
 from audio.pack import (
     PackLayout,
@@ -19,7 +20,6 @@ from audio.pack import (
 from audio.pcm import loudness_lufs, peak
 from audio.voice import RenderedVoice, make_voice
 from reader.clip import Clip, ClipKind, Verse
-from reader.config import VoiceConfig, VoiceEngine
 
 from .packs import ALL, RATE, dominant_hz, manifest, recording, shuffle100, wasuramoti
 from .voice_fakes import CountingVoice, call, verse

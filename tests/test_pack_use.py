@@ -15,14 +15,14 @@ import yaml
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.offline import import_progress, render_match
 from audio.catalogue import import_pack
 from audio.codec import write_wav
 from audio.pack import PackVoice, read_pack
 from audio.pcm import trim_noise, trim_silence
+from hall.config import parse_config
 from reader.clip import Clip, ClipKind, Verse
-from reader.config import parse_config
 from reader.poems import all_poems
+from yomite.offline import import_progress, render_match
 
 from .packs import ALL, RATE, dominant_hz, recording, shuffle100, wasuramoti
 from .voice_fakes import tone, verse

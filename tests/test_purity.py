@@ -5,7 +5,7 @@ from pathlib import Path
 
 FORBIDDEN_MODULES = {"asyncio", "threading", "concurrent", "multiprocessing", "sounddevice",
                      "pydub", "fastapi", "starlette", "uvicorn", "time", "datetime", "audio",
-                     "api", "socket", "subprocess"}
+                     "api", "hall", "yomite", "desk", "socket", "subprocess"}
 READER = Path(__file__).resolve().parent.parent / "reader"
 
 

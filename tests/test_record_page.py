@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from api.offline import render_match
 from audio.codec import decode
 from audio.pack import read_pack
-from reader.config import parse_config
+from hall.config import parse_config
 from reader.poems import all_poems
+from yomite.offline import render_match
 
 from .chromium import launched
 from .packs import dominant_hz

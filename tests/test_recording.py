@@ -16,12 +16,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.offline import render_match
 from audio.codec import decode, encode
 from audio.pack import read_pack
 from audio.recording import MAX_UPLOAD_BYTES, UPLOAD_TYPES, RecordingPack, slots
-from reader.config import MatchConfig, parse_config
+from hall.config import parse_config
+from reader.config import MatchConfig
 from reader.poems import all_poems
+from yomite.offline import render_match
 
 from .packs import dominant_hz
 from .voice_fakes import tone

@@ -10,9 +10,9 @@ import httpx2
 import numpy as np
 import pytest
 
+from audio.config import VoiceConfig
 from audio.filesink import to_int16
 from audio.voice import make_voice
-from reader.config import VoiceConfig
 from reader.journal import read_journal, replay
 
 from .audio_capture import OwnNullSink, Recorder, holes

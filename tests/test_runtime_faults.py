@@ -6,12 +6,12 @@ import asyncio
 
 import pytest
 
-from api.runtime import ChannelFault, ChannelRuntime, ChannelStopped, PrepareMatch, carry_out
 from audio.sink import NullSink
 from audio.voice import EstimateVoice, RenderedVoice
+from hall.config import parse_config
+from hall.runtime import ChannelFault, ChannelRuntime, ChannelStopped, PrepareMatch, carry_out
 from reader.clip import Clip
 from reader.commands import PlayClip, Publish, Record, StopAudio
-from reader.config import parse_config
 from reader.events import ClearHolds, Hold, Start
 
 RATE = 16000

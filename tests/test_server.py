@@ -190,8 +190,8 @@ def test_phones_get_the_lan_address_and_a_busy_port_or_folder_is_said_first(tmp_
 
     from api.addresses import candidates
     from api.app import create_app
-    from api.server import banner
-    from reader.config import parse_config
+    from hall.config import parse_config
+    from yomite.server import banner
 
     cfg = parse_config({**config, "journal_dir": str(tmp_path / "c"),
                         "server": {"public_url": "https://yomite.hall.test"}})

@@ -6,13 +6,13 @@ the speakers'."""
 import numpy as np
 import pytest
 
-from api.runtime import ChannelRuntime, PrepareMatch
-from api.speaker import ClipStore, SoundingClock, SpeakerFeed
 from audio.sink import NullSink
+from hall.config import parse_config
+from hall.runtime import ChannelRuntime, PrepareMatch
+from hall.speaker import ClipStore, SoundingClock, SpeakerFeed
 from reader.clip import Verse
 from reader.clock import ManualClock
 from reader.commands import PlayClip, StopAudio
-from reader.config import parse_config
 from reader.events import Hold, Start
 from reader.programme import call_clip, verse_clip
 

@@ -22,7 +22,7 @@ PATTERNS = [
 
 def codes() -> set[str]:
     found: set[str] = set()
-    for f in [*(ROOT / "api").rglob("*.py")]:
+    for f in [p for d in ("api", "hall", "yomite") for p in (ROOT / d).rglob("*.py")]:
         text = f.read_text("utf-8")
         for p in PATTERNS:
             found |= set(re.findall(p, text))

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from audio.config import VoiceConfig, VoiceEngine
 from audio.errors import VoiceError
 from audio.voice import (
     MORA_S_AT_SPEED_1,
@@ -19,7 +20,6 @@ from audio.voice import (
     phrases,
 )
 from reader.clip import Clip, ClipDurations, ClipKind, EstimatedDurations, Verse
-from reader.config import VoiceConfig, VoiceEngine
 
 from .voice_fakes import CountingVoice, call, verse
 

@@ -8,12 +8,11 @@ import re
 from fastapi import APIRouter
 from fastapi.responses import Response
 
+from api.deps import HallDep, Who
+from api.errors import ApiError
+from api.models import ERRORS
 from audio.errors import AudioError
-
-from ..auth import Role
-from ..deps import HallDep, Who
-from ..errors import ApiError
-from ..models import ERRORS
+from hall.auth import Role
 
 router = APIRouter(tags=["speakers"])
 

@@ -13,14 +13,13 @@ from fastapi import APIRouter, Query
 from fastapi import Path as PathParam
 from fastapi.responses import Response
 
+from api.deps import Ch, Op
+from api.errors import ApiError
+from api.models import ERRORS, HistoryEntry
+from api.routes.matches import LOG_RESPONSES, log_response
+from hall.hall import ChannelService
 from reader.errors import JournalError
 from reader.journal import read_journal
-
-from ..deps import Ch, Op
-from ..errors import ApiError
-from ..hall import ChannelService
-from ..models import ERRORS, HistoryEntry
-from .matches import LOG_RESPONSES, log_response
 
 router = APIRouter(tags=["history"], responses=ERRORS)
 

@@ -6,13 +6,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
 
+from api.deps import Ch, Who, auth_of, view
+from api.errors import ApiError
+from api.models import ERRORS, REFEREE_ID, ChannelState, HoldRequest
+from hall.auth import Principal, Role
+from hall.hall import ChannelService
 from reader.events import OPERATOR, SYSTEM_PREFIX, Hold, Release
-
-from ..auth import Principal, Role
-from ..deps import Ch, Who, auth_of, view
-from ..errors import ApiError
-from ..hall import ChannelService
-from ..models import ERRORS, REFEREE_ID, ChannelState, HoldRequest
 
 router = APIRouter(tags=["holds"], responses=ERRORS)
 

@@ -11,16 +11,17 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
-from reader.config import VOICE_MATCH_KEYS, Config, with_match_overrides, with_voice_overrides
+from api.deps import Ch, HallDep, Op, Who, submit, view
+from api.errors import ApiError
+from api.models import ERRORS, AbortRequest, ChannelState, MatchLog, MatchRequest, VolumeRequest
+from audio.config import VOICE_MATCH_KEYS, with_voice_overrides
+from hall.auth import Principal
+from hall.config import Config
+from hall.hall import ChannelService
+from hall.runtime import PrepareMatch
+from reader.config import with_match_overrides
 from reader.events import Abort, Bow, ClearHolds, Close, Event, ExtraCard, Start
 from reader.timeline import build_timeline
-
-from ..auth import Principal
-from ..deps import Ch, HallDep, Op, Who, submit, view
-from ..errors import ApiError
-from ..hall import ChannelService
-from ..models import ERRORS, AbortRequest, ChannelState, MatchLog, MatchRequest, VolumeRequest
-from ..runtime import PrepareMatch
 
 router = APIRouter(tags=["matches"], responses=ERRORS)
 

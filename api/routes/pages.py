@@ -9,7 +9,7 @@ from pathlib import Path
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from ..errors import ApiError
+from api.errors import ApiError
 
 router = APIRouter(include_in_schema=False)
 

@@ -14,12 +14,11 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse
 
+from api.deps import Op
+from api.errors import ApiError
+from api.routes.pages import STATIC
 from audio.errors import AudioError, PackError
 from audio.recording import MAX_UPLOAD_BYTES, UPLOAD_TYPES, RecordingPack, TakeRefused
-
-from ..deps import Op
-from ..errors import ApiError
-from .pages import STATIC
 
 router = APIRouter(tags=["recording"])
 

@@ -10,14 +10,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
-from reader.config import Config
-
-from ..addresses import Candidate, candidates
-from ..auth import RateLimited, TooManyReferees, fingerprint, pin_matches, pin_suspect
-from ..deps import Ch, Op, auth_of
-from ..errors import ApiError
-from ..hall import ChannelService
-from ..models import ERRORS, JoinAnswer, JoinRequest, PinAnswer
+from api.addresses import Candidate, candidates
+from api.deps import Ch, Op, auth_of
+from api.errors import ApiError
+from api.models import ERRORS, JoinAnswer, JoinRequest, PinAnswer
+from hall.auth import RateLimited, TooManyReferees, fingerprint, pin_matches, pin_suspect
+from hall.config import Config
+from hall.hall import ChannelService
 
 log = logging.getLogger("yomite.api")
 

@@ -8,12 +8,11 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from api.deps import HallDep, Op, Who
+from api.errors import ApiError
+from api.models import ERRORS
 from audio.errors import AudioError
 from reader.poems import all_poems, poem
-
-from ..deps import HallDep, Op, Who
-from ..errors import ApiError
-from ..models import ERRORS
 
 router = APIRouter(tags=["reference"], responses=ERRORS)
 
@@ -80,7 +79,7 @@ async def devices(_p: Op) -> dict[str, Any]:
 async def ws_protocol() -> dict[str, Any]:
     """The WebSocket protocol of /ws/channels/{ch} as a JSON Schema: what the server sends
     (hello, state, pong, error) and what a client may send (hold, release, ping)."""
-    from ..protocol import protocol_schema
+    from api.protocol import protocol_schema
 
     return protocol_schema()
 

@@ -1,4 +1,4 @@
-"""The speaker link of a channel (api.speakerlink): the operator reads it (a link and its QR
+"""The speaker link of a channel (hall.speakerlink): the operator reads it (a link and its QR
 code at each address of the server) and replaces it."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
-from ..deps import Ch, Op
-from ..errors import ApiError
-from ..hall import ChannelService
-from ..models import ERRORS, SpeakerLinkAnswer
-from .referees import join_bases, qr_svg
+from api.deps import Ch, Op
+from api.errors import ApiError
+from api.models import ERRORS, SpeakerLinkAnswer
+from api.routes.referees import join_bases, qr_svg
+from hall.hall import ChannelService
 
 log = logging.getLogger("yomite.api")
 

@@ -1,7 +1,7 @@
 """The WebSocket of a channel: `hello`, the full state on connect and after every change;
 referees (and the operator) send hold / release; anyone may ping. A speaker page connects with
 `?audience=speaker` and the channel's speaker key (the console's speaker link) and also gets
-the channel's audio schedule (`speaker` messages, see api.speaker); `sync` probes the
+the channel's audio schedule (`speaker` messages, see hall.speaker); `sync` probes the
 timeline's clock (`{"type": "sync", "id", "c"}` is answered at once with the same fields and
 `s`, the timeline's time)."""
 
@@ -14,18 +14,17 @@ from typing import Any
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
-from reader.config import Config
+from api.deps import token_of, view
+from api.errors import ApiError
+from api.protocol import CLIENT, HoldMessage, Ping, Sync
+from api.routes.holds import hold_target
+from hall.auth import VIEWER, Auth, Principal, Role
+from hall.budget import Budget
+from hall.config import Config
+from hall.hall import ChannelService, Hall
+from hall.hub import direct_transport
 from reader.errors import ReaderError
 from reader.events import OPERATOR, Hold, Release
-
-from ..auth import VIEWER, Auth, Principal, Role
-from ..deps import token_of, view
-from ..errors import ApiError
-from ..guards import Budget
-from ..hall import ChannelService, Hall
-from ..hub import direct_transport
-from ..protocol import CLIENT, HoldMessage, Ping, Sync
-from .holds import hold_target
 
 log = logging.getLogger("yomite.api")
 

@@ -12,9 +12,11 @@ from typing import Any, TextIO
 
 from audio.filesink import FileSink
 from audio.voice import make_voice
+from hall.config import Config
+from hall.runtime import carry_out, check_voice_covers
 from reader.clip import Clip
 from reader.clock import ManualClock
-from reader.config import Config, with_match_overrides
+from reader.config import with_match_overrides
 from reader.deck import Deck, parse_color
 from reader.engine import Engine
 from reader.events import Close, Event, Start, Tick
@@ -23,8 +25,6 @@ from reader.poems import all_poems
 from reader.programme import build_programme, call_clips
 from reader.snapshot import Snapshot
 from reader.timeline import build_timeline
-
-from .runtime import carry_out, check_voice_covers
 
 Progress = Callable[[int, int, Clip], None]
 

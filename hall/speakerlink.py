@@ -14,7 +14,7 @@ import os
 import secrets
 from pathlib import Path
 
-from .auth import Auth
+from hall.auth import Auth
 
 log = logging.getLogger("yomite.speakers")
 

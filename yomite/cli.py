@@ -14,12 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from audio.config import VoiceEngine
 from audio.errors import AudioError
-from reader.config import Config, VoiceEngine, load_config
+from hall.config import Config, load_config
 from reader.errors import ReaderError
-
-from . import offline
-from .startup import StartupError
+from yomite import offline
+from yomite.startup import StartupError
 
 
 def _config(args: argparse.Namespace) -> Config:
@@ -39,7 +39,7 @@ def _config(args: argparse.Namespace) -> Config:
         data = cfg.model_dump(mode="json")
         data["audio"].update(audio_over)
         data["voice"].update(voice_over)
-        from reader.config import parse_config
+        from hall.config import parse_config
 
         cfg = parse_config(data, "command line")
     return cfg
@@ -98,17 +98,16 @@ def _cbreak() -> Iterator[bool]:
 async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int:
     from audio.sink import NullSink, WallClock
     from audio.voice import make_voice
+    from hall.runtime import ChannelRuntime, PrepareMatch
     from reader.events import OPERATOR, Abort, Close, ExtraCard, Hold, Release, Start
-
-    from .runtime import ChannelRuntime, PrepareMatch
-    from .terminal import TerminalView
+    from yomite.terminal import TerminalView
 
     voice_cfg = cfg.voice
     if not speakers and voice_cfg.engine is not VoiceEngine.ESTIMATE and not args.voiced:
         voice_cfg = voice_cfg.model_copy(update={"engine": VoiceEngine.ESTIMATE})
     voice = make_voice(voice_cfg, cfg.audio.rate)
     if speakers:
-        from .hall import device_sink
+        from hall.hall import device_sink
 
         sink, description = device_sink(cfg, cfg.audio.device)
         print(f"audio: {description}")
@@ -282,7 +281,7 @@ def cmd_voices(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .server import serve
+    from yomite.server import serve
 
     return serve(_config(args), host=args.host, port=args.port)
 

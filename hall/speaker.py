@@ -25,7 +25,7 @@ follows a sound card (output `both`) the device's frame clock, smoothed (it move
 less the audio still queued in the device, so the pages sound with the device's speaker.
 
 Clips are served at `/api/clips/{id}.ogg`: Ogg Opus (see `audio.codec.encode_opus` for why),
-only to the channel's admitted speakers and the operator (api.speakerlink). The id is a keyed
+only to the channel's admitted speakers and the operator (hall.speakerlink). The id is a keyed
 hash (a secret of this server) of the channel, a nonce of the match and the clip's render-cache
 key, so a URL says nothing about which poem it holds, and the same verse has a new URL in every
 match: no table learnt once names a poem again.
@@ -46,12 +46,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hall.runtime import VoiceLike
 from reader.clip import Clip
 from reader.clock import Clock
 from reader.commands import Command, PlayClip, StopAudio
 from reader.engine import Engine
-
-from .runtime import VoiceLike
 
 log = logging.getLogger("yomite.speaker")
 

@@ -28,20 +28,14 @@ from typing import Any, Protocol, assert_never
 
 import numpy as np
 
+from audio.config import VOICE_MATCH_KEYS, VoiceConfig, with_voice_overrides
 from audio.errors import AudioError, VoiceError
 from audio.sink import DeviceFault, Reopenable, Sink, SinkEvent
+from hall.config import Config
 from reader.clip import Clip
 from reader.clock import Clock, OffsetClock
 from reader.commands import Command, PlayClip, Publish, Record, StopAudio
-from reader.config import (
-    VOICE_MATCH_KEYS,
-    Config,
-    MatchConfig,
-    VoiceConfig,
-    merge_overrides,
-    with_match_overrides,
-    with_voice_overrides,
-)
+from reader.config import MatchConfig, merge_overrides, with_match_overrides
 from reader.deck import Deck
 from reader.engine import Engine
 from reader.errors import BadDeck, ConfigError, IllegalMove, JournalError, ReaderError
@@ -103,7 +97,7 @@ VoiceFactory = Callable[[VoiceConfig], VoiceLike]
 
 
 class SpeakersLike(Protocol):
-    """The channel's browser speakers (api.speaker.SpeakerFeed)."""
+    """The channel's browser speakers (hall.speaker.SpeakerFeed)."""
 
     def carry_out(self, commands: list[Command], engine: Engine | None,
                   voice: VoiceLike) -> None: ...

@@ -18,22 +18,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from desk import tournament as ops
-from desk.checks import complete
-from desk.entries import entry, read_entries, write_csv
-from desk.errors import Conflict, DeskError, Invalid, NotFound
-from desk.export import from_document, to_document
-from desk.model import Method, Tournament
-from desk.standings import outcomes
-from desk.views import desk_view, history_view, public_view, round_view
-
-from .. import desk_print
-from ..auth import Principal, Role
-from ..deps import Op, Who
-from ..desk import Desk, now_iso
-from ..desk_views import json_bytes
-from ..errors import ApiError
-from ..tournament_models import (
+from api.deps import Op, Who
+from api.desk import printing as desk_print
+from api.desk.models import (
     BlockPatch,
     Blocks,
     Draw,
@@ -46,7 +33,19 @@ from ..tournament_models import (
     StartRound,
     TournamentPatch,
 )
-from .pages import STATIC
+from api.errors import ApiError
+from api.routes.pages import STATIC
+from desk import tournament as ops
+from desk.checks import complete
+from desk.entries import entry, read_entries, write_csv
+from desk.errors import Conflict, DeskError, Invalid, NotFound
+from desk.export import from_document, to_document
+from desk.model import Method, Tournament
+from desk.standings import outcomes
+from desk.views import desk_view, history_view, public_view, round_view
+from hall.auth import Principal, Role
+from hall.desk import Desk, now_iso
+from hall.deskviews import json_bytes
 
 router = APIRouter(prefix="/api/tournaments", tags=["tournaments"])
 pages = APIRouter(include_in_schema=False)

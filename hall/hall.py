@@ -13,21 +13,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from audio.config import VoiceConfig, VoiceEngine
 from audio.errors import AudioError
 from audio.sink import NullSink, Sink
+from hall.auth import Auth
+from hall.budget import Budget
+from hall.config import ChannelConfig, Config
+from hall.hub import Hub
+from hall.keyfile import load_key
+from hall.loopwatch import LoopWatch
+from hall.runtime import ChannelRuntime, VoiceFactory, VoiceLike
+from hall.speaker import ClipStore, SoundingClock, SpeakerFeed
+from hall.speakerlink import SpeakerLink
 from reader.clip import Clip
-from reader.config import ChannelConfig, Config, VoiceConfig, VoiceEngine
 from reader.errors import ConfigError
 from reader.events import Hold, Release
-
-from .auth import Auth
-from .guards import Budget
-from .hub import Hub
-from .keyfile import load_key
-from .loopwatch import LoopWatch
-from .runtime import ChannelRuntime, VoiceFactory, VoiceLike
-from .speaker import ClipStore, SoundingClock, SpeakerFeed
-from .speakerlink import SpeakerLink
 
 log = logging.getLogger("yomite.hall")
 
@@ -324,7 +324,7 @@ class ChannelService:
         return key
 
     def sync(self, probe: dict[str, Any]) -> dict[str, Any]:
-        """The answer to a clock probe: the sounding timeline's time (see api.speaker)."""
+        """The answer to a clock probe: the sounding timeline's time (see hall.speaker)."""
         if self.speakers is not None:
             return self.speakers.sync(probe)
         assert self.runtime is not None

@@ -12,13 +12,12 @@ from urllib.parse import unquote_plus
 
 import uvicorn
 
-from reader.config import Config
-
-from .addresses import Candidate, candidates
-from .app import create_app
-from .guards import uvicorn_options
-from .hall import Hall
-from .startup import bind, lock_journal, raise_open_files
+from api.addresses import Candidate, candidates
+from api.app import create_app
+from api.guards import uvicorn_options
+from hall.config import Config
+from hall.hall import Hall
+from yomite.startup import bind, lock_journal, raise_open_files
 
 log = logging.getLogger("yomite.server")
 

@@ -33,13 +33,12 @@ from desk.errors import Conflict, Invalid, NotFound
 from desk.export import RESERVED_IDS, TOURNAMENT_ID
 from desk.model import Reading, ReadingStatus, Round, Settings, Tournament
 from desk.repository import Repository, StorageError, open_repository
-from reader.config import Config
+from hall.config import Config
+from hall.deskviews import PUBLIC_READING, Builds, Built, Kind, build_view, json_bytes
+from hall.hall import Hall
+from hall.runtime import PrepareMatch
 from reader.errors import ReaderError
 from reader.events import Close, ExtraCard, Start
-
-from .desk_views import PUBLIC_READING, Builds, Built, Kind, build_view, json_bytes
-from .hall import Hall
-from .runtime import PrepareMatch
 
 log = logging.getLogger("yomite.desk")
 

@@ -1,0 +1,78 @@
+"""The audio's settings: the voice (`voice`: engine, speed, pack...) and the output (`audio`)."""
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, field_validator
+
+from reader.config import Frozen, Seconds, explain
+from reader.errors import ConfigError
+
+
+class VoiceEngine(StrEnum):
+    OPENJTALK = "openjtalk"
+    PYTTSX3 = "pyttsx3"
+    PACK = "pack"
+    ESTIMATE = "estimate"  # silence of the estimated length: dry runs
+
+
+class VoiceConfig(Frozen):
+    engine: VoiceEngine = VoiceEngine.OPENJTALK
+    # 1.0 and 0.15 s read a poem (kami, 1 s, shimo, 1.5 s) in 7.06 s on average with Open JTalk:
+    # the national rules' pace (bench/voice_render.py measures it over the hundred poems)
+    speed: float = Field(1.0, gt=0.2, le=3.0)
+    pitch: float = Field(0.0, ge=-12, le=12)  # semitones
+    phrase_pause_s: Seconds = Field(0.15, ge=0, le=5)
+    loudness_lufs: float = Field(-20.0, ge=-60, le=-5)
+    pack: Path | None = None
+    pack_fallback: bool = False
+    # seconds of speech a poem (upper + lower verse) a pack is time-stretched to, pitch kept;
+    # null keeps the reader's own pace (or the pack manifest's pace_s)
+    pack_pace_s: Seconds | None = Field(None, ge=1, le=60)
+    # where the recording page (/record) keeps the pack it records
+    recording_pack: Path = Path("var/packs/recorded")
+    cache_dir: Path = Path("var/cache")
+
+
+class AudioConfig(Frozen):
+    rate: int = Field(48000, ge=8000, le=192000)
+    # `output: null` in YAML is no value at all: read as "null" (no sound), as written
+    output: Literal["device", "null"] = "device"
+    device: str | int | None = None
+    blocksize: int = Field(256, ge=32, le=8192)
+    latency: Literal["low", "high"] | float = "low"
+    fade_ms: float = Field(2.0, ge=0, le=100)
+    schedule_lead_ms: float = Field(30.0, ge=0, le=1000)
+    process: bool = True
+    render_workers: int | None = Field(None, ge=0, le=64)
+    # how soon an idle CPU must wake while the audio process plays, in µs (a PM QoS request
+    # where allowed: audio/output/wakeup.py); null leaves the machine's idle policy alone
+    cpu_wakeup_us: int | None = Field(0, ge=0, le=100_000)
+
+    @field_validator("output", mode="before")
+    @classmethod
+    def _null_is_no_sound(cls, v: Any) -> Any:
+        return "null" if v is None else v
+
+
+# What a match may change of the voice (the console's voice speed): never the engine, the pack
+# or the cache folder, which are the installation's
+VOICE_MATCH_KEYS: tuple[str, ...] = ("speed", "pitch", "phrase_pause_s")
+
+
+def with_voice_overrides(voice: VoiceConfig, overrides: dict[str, Any]) -> VoiceConfig:
+    """A match's voice: the configured one with per-match `overrides` (VOICE_MATCH_KEYS)."""
+    for k in overrides:
+        if k not in VOICE_MATCH_KEYS:
+            raise ConfigError(f"overrides: voice.{k}: cannot be changed per match; allowed keys "
+                              f"here: {', '.join(VOICE_MATCH_KEYS)}")
+    merged = {**voice.model_dump(mode="json"), **overrides}
+    try:
+        return _VoiceOnly.model_validate({"voice": merged}).voice
+    except ValidationError as e:
+        raise explain(e, "overrides", _VoiceOnly) from None
+
+
+class _VoiceOnly(Frozen):
+    voice: VoiceConfig

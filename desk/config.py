@@ -1,0 +1,19 @@
+"""The tournament desk's settings (`desk` in config.yaml; hall/config.py assembles the file)."""
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class DeskConfig(BaseModel):
+    """The tournament desk (desk/, /desk): its database and its limits."""
+
+    # like every section: an unknown key is an error that names it, and nothing changes later
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # An SQLAlchemy URL. The default is an SQLite file under var/ (relative to the directory
+    # the server runs in); e.g. postgresql+psycopg://user:pw@host/yomite for a server of one's
+    # own (with its driver installed).
+    database_url: str = Field("sqlite:///var/desk.sqlite3", min_length=1, max_length=500,
+                              pattern=r"^[A-Za-z][A-Za-z0-9+_.-]*://")
+    rounds: int = Field(6, ge=1, le=20)  # preliminary rounds of a new tournament
+    max_upload_kb: int = Field(1024, ge=1, le=65536)  # a CSV or JSON file sent to the desk
+    long_poll_s: float = Field(25.0, ge=1, le=120)  # a live page's wait for the next change

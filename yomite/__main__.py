@@ -1,0 +1,5 @@
+"""`python -m yomite`: the same as the `yomite` command."""
+
+from yomite.cli import main
+
+raise SystemExit(main())
