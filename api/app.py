@@ -31,7 +31,7 @@ from api.routes import (
     ws,
 )
 from audio.config import VoiceConfig
-from audio.recording import MAX_UPLOAD_BYTES, RecordingPack
+from audio.voices.recording import MAX_UPLOAD_BYTES, RecordingPack
 from hall.auth import Auth
 from hall.config import Config
 from hall.desk import Desk
@@ -40,7 +40,7 @@ from hall.hall import Hall, SinkFactory, default_sink
 from hall.runtime import VoiceLike
 
 if TYPE_CHECKING:
-    from audio.renderpool import RenderPool
+    from audio.voices.renderpool import RenderPool
 
 __all__ = ["ApiError", "create_app"]
 
@@ -79,8 +79,8 @@ TAGS = [
 def hall_voice(config: Config) -> tuple[VoiceLike, RenderPool | None]:
     """The configured voice; rendered ahead in processes (`audio.render_workers`) when it is
     a real voice with a disk cache to share."""
-    from audio.renderpool import PooledVoice, RenderPool
-    from audio.voice import make_voice
+    from audio.voices.factory import make_voice
+    from audio.voices.renderpool import PooledVoice, RenderPool
 
     local = make_voice(config.voice, config.audio.rate)
     workers = config.audio.render_workers
@@ -123,7 +123,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        from audio.voice import make_voice
+        from audio.voices.factory import make_voice
 
         rate = config.audio.rate
         pool: RenderPool | None = None
@@ -137,7 +137,7 @@ def create_app(
             local = make_voice(cfg, rate)
             if pool is None or local.cache_dir is None:
                 return local
-            from audio.renderpool import PooledVoice
+            from audio.voices.renderpool import PooledVoice
 
             return PooledVoice(cfg, rate, pool, local)
 

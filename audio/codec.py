@@ -25,8 +25,8 @@ import numpy.typing as npt
 from pydub import AudioSegment  # type: ignore[import-untyped]
 from pydub.exceptions import CouldntEncodeError  # type: ignore[import-untyped]
 
-from .errors import CodecError
-from .pcm import Pcm, as_pcm, resample
+from audio.errors import CodecError
+from audio.pcm import Pcm, as_pcm, resample
 
 # The formats `encode` writes; ffmpeg (a Debian package) does all but wav.
 ENCODINGS: Final[dict[str, dict[str, str]]] = {

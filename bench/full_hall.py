@@ -40,8 +40,8 @@ import websockets
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from audio.config import VoiceConfig
-from audio.filesink import to_int16
-from audio.voice import make_voice
+from audio.output.filesink import to_int16
+from audio.voices.factory import make_voice
 from reader.journal import read_journal, replay
 from tests.audio_capture import Capture, OwnNullSink, Recorder
 from tests.chromium import CHROMIUM, CHROMIUM_ARGS

@@ -28,9 +28,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from audio.device import DeviceSink
-from audio.filesink import FileSink, to_int16
-from audio.sink import ClipDone, SinkEvent
+from audio.output.device import DeviceSink
+from audio.output.events import ClipDone, SinkEvent
+from audio.output.filesink import FileSink, to_int16
 from tests.audio_capture import OwnNullSink, Recorder, dropouts
 
 RATE = 48000

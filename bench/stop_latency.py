@@ -31,8 +31,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from audio.device import DeviceSink
-from audio.sink import SinkEvent, Stopped
+from audio.output.device import DeviceSink
+from audio.output.events import SinkEvent, Stopped
 from tests.audio_capture import OwnNullSink, Recorder
 
 RATE = 48000

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 
 from audio.codec import write_wav
-from audio.espeak import Pyttsx3Voice
-from audio.openjtalk import OpenJTalkVoice, clip_readings
-from audio.pack import PackVoice
-from audio.pronunciation import dictionary_labels, label_morae
-from audio.recording import spoken_clips
-from audio.voice import Voice
+from audio.voices.espeak import Pyttsx3Voice
+from audio.voices.openjtalk import OpenJTalkVoice, clip_readings
+from audio.voices.pack import PackVoice
+from audio.voices.pronunciation import dictionary_labels, label_morae
+from audio.voices.recording import spoken_clips
+from audio.voices.voice import Voice
 from reader.clip import Clip, Verse
 from reader.config import MatchConfig
 from reader.poems import all_poems

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
-from audio.catalogue import render_all
 from audio.config import VoiceConfig
-from audio.espeak import Pyttsx3Voice
-from audio.openjtalk import OpenJTalkVoice
 from audio.pcm import Pcm
-from audio.voice import RenderedVoice, Voice
+from audio.voices.catalogue import render_all
+from audio.voices.espeak import Pyttsx3Voice
+from audio.voices.openjtalk import OpenJTalkVoice
+from audio.voices.voice import RenderedVoice, Voice
 from reader.clip import Clip, EstimatedDurations, Verse
 from reader.config import MatchConfig
 from reader.poems import Color, all_poems

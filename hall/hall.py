@@ -15,7 +15,7 @@ from typing import Any
 
 from audio.config import VoiceConfig, VoiceEngine
 from audio.errors import AudioError
-from audio.sink import NullSink, Sink
+from audio.output.sink import NullSink, Sink
 from hall.auth import Auth
 from hall.budget import Budget
 from hall.config import ChannelConfig, Config
@@ -50,7 +50,7 @@ def device_sink(cfg: Config, device: str | int | None) -> tuple[Sink, str]:
         return proc, (f"device {name} ({proc.blocksize} frames/block, "
                       f"{proc.latency * 1000:.1f} ms stream latency, audio process {proc.pid}, "
                       f"{rt}{wake})")
-    from audio.device import DeviceSink
+    from audio.output.device import DeviceSink
 
     sink = DeviceSink(device, a.rate, blocksize=a.blocksize, latency=a.latency,
                       fade_ms=a.fade_ms)
@@ -418,7 +418,7 @@ class _MatchClock:
 
 class Voices:
     """The voices of the hall by their settings: the configured one, and those per-match
-    settings ask for (made through `make`, i.e. `audio.voice.make_voice`), the last few
+    settings ask for (made through `make`, i.e. `audio.voices.voice.make_voice`), the last few
     kept."""
 
     def __init__(self, config: VoiceConfig, default: VoiceLike,

@@ -30,7 +30,8 @@ import numpy as np
 
 from audio.config import VOICE_MATCH_KEYS, VoiceConfig, with_voice_overrides
 from audio.errors import AudioError, VoiceError
-from audio.sink import DeviceFault, Reopenable, Sink, SinkEvent
+from audio.output.events import DeviceFault, SinkEvent
+from audio.output.sink import Reopenable, Sink
 from hall.config import Config
 from reader.clip import Clip
 from reader.clock import Clock, OffsetClock

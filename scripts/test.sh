@@ -30,7 +30,7 @@ else
 fi
 tests=$?
 t1=$(date +%s)
-"$bin/ruff" check reader audio api desk tests bench
+"$bin/ruff" check reader audio api hall yomite desk tests bench
 ruff=$?
 "$bin/mypy"
 mypy=$?

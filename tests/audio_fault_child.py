@@ -14,10 +14,10 @@ import sys
 
 import numpy as np
 
-from audio.device import DeviceSink
 from audio.errors import DeviceError
+from audio.output.device import DeviceSink
+from audio.output.events import ClipDone, DeviceFault, SinkEvent
 from audio.output.process import ProcessSink
-from audio.sink import ClipDone, DeviceFault, SinkEvent
 
 RATE = 48000
 

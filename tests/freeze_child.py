@@ -14,9 +14,9 @@ import os
 import sys
 import time
 
-from audio.device import DeviceSink
+from audio.output.device import DeviceSink
+from audio.output.events import ClipDone, SinkEvent
 from audio.output.process import ProcessSink
-from audio.sink import ClipDone, SinkEvent
 
 from .test_device import RATE, noise
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from audio.codec import write_wav
-from audio.pack import MANIFEST
+from audio.voices.pack import MANIFEST
 from reader.clip import Verse
 
 from .voice_fakes import tone

@@ -6,11 +6,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from audio.catalogue import import_pack, list_voices, render_all
 from audio.config import VoiceConfig, VoiceEngine
 from audio.errors import CodecError, PackError
-from audio.pack import PackLayout, PackVoice, read_pack
-from audio.voice import RenderedVoice
+from audio.voices.catalogue import import_pack, list_voices, render_all
+from audio.voices.pack import PackLayout, PackVoice, read_pack
+from audio.voices.voice import RenderedVoice
 from reader.clip import Verse
 from reader.poems import all_poems, poem
 

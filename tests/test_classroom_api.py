@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from audio.codec import decode
-from audio.voice import MORA_S_AT_SPEED_1
+from audio.voices.voice import MORA_S_AT_SPEED_1
 from hall.config import parse_config
 from reader.kimariji import kimariji
 

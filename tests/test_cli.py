@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import yaml
 
-from audio.filesink import to_int16
-from audio.voice import make_voice
+from audio.output.filesink import to_int16
+from audio.voices.factory import make_voice
 from hall.config import parse_config
 from reader.poems import poem
 

@@ -25,11 +25,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from audio.device import DeviceSink, list_devices
 from audio.errors import DeviceError
-from audio.filesink import FileSink, to_int16
+from audio.output.device import DeviceSink, list_devices
+from audio.output.events import ClipDone, SinkEvent, Stopped
+from audio.output.filesink import FileSink, to_int16
 from audio.output.process import ProcessSink
-from audio.sink import ClipDone, SinkEvent, Stopped
 from reader.clock import ManualClock
 from tests.audio_capture import OwnNullSink, Recorder, holes, recorded
 
@@ -97,7 +97,7 @@ async def next_event(q: asyncio.Queue[SinkEvent], kind: type, timeout: float = 3
 
 # ---------------------------------------------------------------------- without a device
 def test_only_device_imports_sounddevice_and_only_lazily():
-    for path in (ROOT / "audio").glob("*.py"):
+    for path in (ROOT / "audio").rglob("*.py"):
         tree = ast.parse(path.read_text("utf-8"))
         in_functions = {id(n) for f in ast.walk(tree)
                         if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
@@ -114,7 +114,7 @@ def test_only_device_imports_sounddevice_and_only_lazily():
 
 
 def test_importing_the_sinks_opens_nothing():
-    code = ("import sys, audio.device, audio.filesink, audio.sink; "
+    code = ("import sys, audio.output.device, audio.output.filesink, audio.output.sink; "
             "assert 'sounddevice' not in sys.modules, 'imported sounddevice'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 

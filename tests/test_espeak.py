@@ -7,11 +7,11 @@ import threading
 import numpy as np
 import pytest
 
-from audio import espeak
 from audio.config import VoiceConfig
 from audio.errors import VoiceError
-from audio.espeak import BASE_WPM, Pyttsx3Voice, japanese_voice_id
 from audio.pcm import Pcm, loudness_lufs, peak
+from audio.voices import espeak
+from audio.voices.espeak import BASE_WPM, Pyttsx3Voice, japanese_voice_id
 from reader.clip import Verse
 from reader.config import MatchConfig
 from reader.poems import all_poems

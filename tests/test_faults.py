@@ -20,7 +20,7 @@ import pytest
 import websockets
 
 from audio.codec import write_wav
-from audio.pack import MANIFEST
+from audio.voices.pack import MANIFEST
 from reader.deck import Deck
 from reader.journal import read_journal, replay
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from audio.errors import AudioError
-from audio.filesink import FileSink, to_int16
-from audio.sink import ClipDone, SinkEvent, Stopped, fade_ramp
+from audio.output.events import ClipDone, SinkEvent, Stopped, fade_ramp
+from audio.output.filesink import FileSink, to_int16
 from reader.clock import ManualClock
 
 RATE = 48000

@@ -11,9 +11,9 @@ import pytest
 
 from audio.config import VoiceConfig
 from audio.errors import VoiceError
-from audio.openjtalk import OpenJTalkVoice, katakana, spoken_kana
 from audio.pcm import Pcm, loudness_lufs, peak, resample
-from audio.voice import EstimateVoice
+from audio.voices.openjtalk import OpenJTalkVoice, katakana, spoken_kana
+from audio.voices.voice import EstimateVoice
 from reader.clip import Clip, Verse
 from reader.config import MatchConfig
 from reader.poems import all_poems

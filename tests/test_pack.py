@@ -11,14 +11,15 @@ import pytest
 from audio.codec import encode, write_wav
 from audio.config import VoiceConfig, VoiceEngine
 from audio.errors import PackError, VoiceError
-from audio.pack import (
+from audio.pcm import loudness_lufs, peak
+from audio.voices.factory import make_voice
+from audio.voices.pack import (
     PackLayout,
     PackVoice,
     describe_missing,
     read_pack,
 )
-from audio.pcm import loudness_lufs, peak
-from audio.voice import RenderedVoice, make_voice
+from audio.voices.voice import RenderedVoice
 from reader.clip import Clip, ClipKind, Verse
 
 from .packs import ALL, RATE, dominant_hz, manifest, recording, shuffle100, wasuramoti

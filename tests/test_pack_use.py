@@ -15,10 +15,10 @@ import yaml
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from audio.catalogue import import_pack
 from audio.codec import write_wav
-from audio.pack import PackVoice, read_pack
 from audio.pcm import trim_noise, trim_silence
+from audio.voices.catalogue import import_pack
+from audio.voices.pack import PackVoice, read_pack
 from hall.config import parse_config
 from reader.clip import Clip, ClipKind, Verse
 from reader.poems import all_poems

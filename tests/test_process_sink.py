@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from audio.filesink import to_int16
+from audio.output.filesink import to_int16
 
 from .audio_capture import Hole, Recorder, holes
 from .test_device import RATE, device, monitor, noise

@@ -16,7 +16,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from audio.codec import decode
-from audio.pack import read_pack
+from audio.voices.pack import read_pack
 from hall.config import parse_config
 from reader.poems import all_poems
 from yomite.offline import render_match

@@ -17,8 +17,8 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from audio.codec import decode, encode
-from audio.pack import read_pack
-from audio.recording import MAX_UPLOAD_BYTES, UPLOAD_TYPES, RecordingPack, slots
+from audio.voices.pack import read_pack
+from audio.voices.recording import MAX_UPLOAD_BYTES, UPLOAD_TYPES, RecordingPack, slots
 from hall.config import parse_config
 from reader.config import MatchConfig
 from reader.poems import all_poems
@@ -167,7 +167,7 @@ def long_silence(path: Path, seconds: float) -> bytes:
 PEAK_OF_A_TAKE = """
 import json, resource, sys
 from pathlib import Path
-from audio.recording import RecordingPack, TakeRefused
+from audio.voices.recording import RecordingPack, TakeRefused
 from reader.config import MatchConfig
 pack = RecordingPack(Path(sys.argv[1]), MatchConfig())
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -227,7 +227,7 @@ def decode_bytes(data: bytes, path: Path) -> np.ndarray:
 def test_every_refusal_of_a_take_has_words_in_both_languages() -> None:
     root = Path(__file__).resolve().parent.parent
     codes = set(re.findall(r'TakeRefused\(\s*"([a-z_]+)"',
-                           (root / "audio" / "recording.py").read_text("utf-8")))
+                           (root / "audio" / "voices" / "recording.py").read_text("utf-8")))
     assert {"take_too_long", "undecodable_take", "clipped"} <= codes
     for lang in ("ja", "en"):
         strings = json.loads((root / "api" / "static" / f"strings.{lang}.json").read_text(

@@ -1,4 +1,4 @@
-"""Rendering ahead in processes (audio.renderpool) in a real server: a cold five-colour match
+"""Rendering ahead in processes (audio.voices.renderpool) in a real server: a cold five-colour match
 started in one tap (prepare, then start at once, as the console's Start button does) on this
 2-core machine, read by Open JTalk into PulseAudio through the audio process."""
 
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from audio.config import VoiceConfig
-from audio.filesink import to_int16
-from audio.voice import make_voice
+from audio.output.filesink import to_int16
+from audio.voices.factory import make_voice
 from reader.journal import read_journal, replay
 
 from .audio_capture import OwnNullSink, Recorder, holes

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from audio.sink import NullSink
-from audio.voice import EstimateVoice, RenderedVoice
+from audio.output.sink import NullSink
+from audio.voices.voice import EstimateVoice, RenderedVoice
 from hall.config import parse_config
 from hall.runtime import ChannelFault, ChannelRuntime, ChannelStopped, PrepareMatch, carry_out
 from reader.clip import Clip

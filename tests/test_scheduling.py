@@ -67,7 +67,7 @@ def test_the_event_loop_runs_realtime_and_what_it_starts_does_not(tmp_path: Path
         while True:
             kids = children(pid)
             workers = [k for k in kids
-                       if b"audio.renderpool" in Path(f"/proc/{k}/cmdline").read_bytes()]
+                       if b"audio.voices.renderpool" in Path(f"/proc/{k}/cmdline").read_bytes()]
             niced = all(os.getpriority(os.PRIO_PROCESS, k) == 2 for k in workers)
             if (workers and niced) or time.monotonic() > deadline:
                 break

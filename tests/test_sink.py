@@ -1,4 +1,4 @@
-"""The schedule shared by every sink (audio.mixer), checked against a plain per-sample model,
+"""The schedule shared by every sink (audio.output.mixer), checked against a plain per-sample model,
 and the null sink's bookkeeping."""
 
 import asyncio
@@ -8,16 +8,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audio.mixer import Mixer
-from audio.sink import (
-    ClipDone,
-    DeviceFault,
-    NullSink,
-    SinkEvent,
-    Stopped,
-    fade_frames,
-    fade_ramp,
-)
+from audio.output.events import ClipDone, DeviceFault, SinkEvent, Stopped, fade_frames, fade_ramp
+from audio.output.mixer import Mixer
+from audio.output.sink import NullSink
 from reader.clock import ManualClock
 
 RATE = 48000

@@ -6,7 +6,7 @@ the speakers'."""
 import numpy as np
 import pytest
 
-from audio.sink import NullSink
+from audio.output.sink import NullSink
 from hall.config import parse_config
 from hall.runtime import ChannelRuntime, PrepareMatch
 from hall.speaker import ClipStore, SoundingClock, SpeakerFeed

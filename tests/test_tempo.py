@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from audio.errors import VoiceError
-from audio.tempo import stretch, version
+from audio.voices.tempo import stretch, version
 
 from .packs import dominant_hz
 from .voice_fakes import tone

@@ -11,14 +11,8 @@ import pytest
 
 from audio.config import VoiceConfig, VoiceEngine
 from audio.errors import VoiceError
-from audio.voice import (
-    MORA_S_AT_SPEED_1,
-    EstimateVoice,
-    Param,
-    RenderedVoice,
-    make_voice,
-    phrases,
-)
+from audio.voices.factory import make_voice
+from audio.voices.voice import MORA_S_AT_SPEED_1, EstimateVoice, Param, RenderedVoice, phrases
 from reader.clip import Clip, ClipDurations, ClipKind, EstimatedDurations, Verse
 
 from .voice_fakes import CountingVoice, call, verse
@@ -103,7 +97,7 @@ def test_a_corrupt_cache_file_is_rendered_again(
     (path,) = tmp_path.rglob("*.npy")
     path.write_bytes(b"not numpy")
     inner = CountingVoice()
-    with caplog.at_level(logging.WARNING, logger="audio.voice"):
+    with caplog.at_level(logging.WARNING, logger="audio.voices.voice"):
         x = RenderedVoice(inner, tmp_path).pcm(verse(3))
     assert inner.total == 1 and x.size > 0
     assert "unreadable" in caplog.text
@@ -115,7 +109,7 @@ def test_an_unwritable_cache_does_not_stop_rendering(
 ) -> None:
     blocker = tmp_path / "cache"
     blocker.write_text("a file where the folder should be")
-    with caplog.at_level(logging.WARNING, logger="audio.voice"):
+    with caplog.at_level(logging.WARNING, logger="audio.voices.voice"):
         x = RenderedVoice(CountingVoice(), blocker).pcm(verse(1))
     assert x.size > 0 and "cannot write render cache" in caplog.text
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from audio.pcm import Pcm
-from audio.voice import Param
+from audio.voices.voice import Param
 from reader.clip import Clip, ClipKind, Verse
 
 

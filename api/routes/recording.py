@@ -18,7 +18,7 @@ from api.deps import Op
 from api.errors import ApiError
 from api.routes.pages import STATIC
 from audio.errors import AudioError, PackError
-from audio.recording import MAX_UPLOAD_BYTES, UPLOAD_TYPES, RecordingPack, TakeRefused
+from audio.voices.recording import MAX_UPLOAD_BYTES, UPLOAD_TYPES, RecordingPack, TakeRefused
 
 router = APIRouter(tags=["recording"])
 

@@ -57,7 +57,7 @@ async def poem_one(no: int) -> dict[str, Any]:
 
 @router.get("/api/voices")
 async def voices(request: Request, h: HallDep) -> dict[str, Any]:
-    from audio.catalogue import list_voices
+    from audio.voices.catalogue import list_voices
 
     config = request.app.state.config
     return {"current": getattr(h.voice, "name", "?"),
@@ -66,7 +66,7 @@ async def voices(request: Request, h: HallDep) -> dict[str, Any]:
 
 @router.get("/api/devices")
 async def devices(_p: Op) -> dict[str, Any]:
-    from audio.device import list_devices
+    from audio.output.device import list_devices
 
     try:
         devs = await asyncio.to_thread(list_devices)

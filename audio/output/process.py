@@ -51,9 +51,10 @@ from typing import Any
 
 import numpy as np
 
-from ..device import COUNTERS, Latency
-from ..errors import DeviceError
-from ..sink import ClipDone, Delivery, DeviceFault, Listener, Pcm, SinkStats, Stopped, check_pcm
+from audio.errors import DeviceError
+from audio.output.device import COUNTERS, Latency
+from audio.output.events import ClipDone, DeviceFault, Listener, Pcm, SinkStats, Stopped
+from audio.output.sink import Delivery, check_pcm
 
 log = logging.getLogger("yomite.audio")
 
@@ -63,7 +64,7 @@ _MAX = 1 << 16
 class ProcessSink:
     """A `Sink` on a PortAudio output device, played by a worker process.
 
-    Same contract and constructor as `audio.device.DeviceSink` (plus `realtime_priority` for
+    Same contract and constructor as `audio.output.device.DeviceSink` (plus `realtime_priority` for
     the whole worker, `cpu_wakeup_us` (audio.output.wakeup) and `pcm_cache_bytes`). Opening
     starts the worker and waits until its stream runs; it raises DeviceError if the device
     cannot be opened. `reopen()` and `close()` may block (call them from a worker thread).

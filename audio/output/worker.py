@@ -33,10 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from audio.device import COUNTERS, DeviceSink
 from audio.errors import DeviceError
+from audio.output.device import COUNTERS, DeviceSink
+from audio.output.events import ClipDone, DeviceFault, SinkEvent, Stopped
 from audio.output.wakeup import hold_wakeup_latency
-from audio.sink import ClipDone, DeviceFault, SinkEvent, Stopped
 
 MAX_MESSAGE = 1 << 16
 

@@ -19,12 +19,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Final
 
+from audio.codec import read_wav
+from audio.errors import CodecError, VoiceError
+from audio.pcm import Pcm, peak
+from audio.voices.voice import Param, read_phrase_by_phrase, speed_params
 from reader.clip import Clip
-
-from .codec import read_wav
-from .errors import CodecError, VoiceError
-from .pcm import Pcm, peak
-from .voice import Param, read_phrase_by_phrase, speed_params
 
 log = logging.getLogger(__name__)
 

@@ -74,9 +74,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .errors import DeviceError
-from .mixer import Mixer
-from .sink import Delivery, DeviceFault, Listener, Pcm, SinkStats, check_pcm
+from audio.errors import DeviceError
+from audio.output.events import DeviceFault, Listener, Pcm, SinkStats
+from audio.output.mixer import Mixer
+from audio.output.sink import Delivery, check_pcm
 
 Latency = Literal["low", "high"] | float
 

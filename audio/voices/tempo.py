@@ -19,9 +19,9 @@ from typing import Final
 
 import numpy as np
 
-from .codec import read_wav, write_wav
-from .errors import VoiceError
-from .pcm import Pcm, as_pcm
+from audio.codec import read_wav, write_wav
+from audio.errors import VoiceError
+from audio.pcm import Pcm, as_pcm
 
 RUBBERBAND: Final = "rubberband"
 MIN_RATIO, MAX_RATIO = 0.05, 20.0  # speed 0.2-3 times a pack's fit of 0.25-4

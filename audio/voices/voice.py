@@ -18,15 +18,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Protocol, assert_never, runtime_checkable
+from typing import Final, Protocol, runtime_checkable
 
 import numpy as np
 
-from audio.config import VoiceConfig, VoiceEngine
+from audio.errors import VoiceError
+from audio.pcm import Pcm, fade_edges, normalise_loudness, resample, silence, trim_silence
 from reader.clip import Clip, ClipKind, EstimatedDurations
-
-from .errors import VoiceError
-from .pcm import Pcm, fade_edges, normalise_loudness, resample, silence, trim_silence
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +112,7 @@ def mastered(
     if out.size == 0:
         raise VoiceError(f"voice {voice} rendered silence for clip {clip.key} ({clip.yomi!r})")
     if stretch != 1.0:
-        from .tempo import stretch as time_stretch
+        from audio.voices.tempo import stretch as time_stretch
 
         out = time_stretch(out, rate, stretch)
     return fade_edges(normalise_loudness(out, rate, target_lufs), rate, EDGE_FADE_MS)
@@ -125,7 +123,7 @@ def speed_params(speed: float) -> dict[str, Param]:
     it is used."""
     if speed == 1.0:
         return {"speed": speed}
-    from .tempo import version
+    from audio.voices.tempo import version
 
     return {"speed": speed, "stretcher": version()}
 
@@ -385,43 +383,3 @@ class RenderedVoice:
             log.warning("cannot write render cache %s (%s); continuing without it", path, e)
 
 
-def make_voice(voice_cfg: VoiceConfig, rate: int) -> RenderedVoice:
-    """The configured voice, cached under `voice_cfg.cache_dir` (no disk cache for `estimate`).
-
-    For `pack`, calls (the memorisation call, the prelude intro, the end call) come from Open
-    JTalk unless the pack's manifest maps them, since recorded packs hold only the poems; the
-    same Open JTalk voice reads poems the pack lacks when `pack_fallback` is true. A pack that
-    covers only some poems is accepted: `lacks` tells which decks it cannot read.
-    """
-    cfg = voice_cfg
-    match cfg.engine:
-        case VoiceEngine.ESTIMATE:
-            return RenderedVoice(EstimateVoice(rate, cfg.speed, cfg.phrase_pause_s))
-        case VoiceEngine.OPENJTALK:
-            return RenderedVoice(_openjtalk(cfg, rate), cfg.cache_dir)
-        case VoiceEngine.PYTTSX3:
-            from .espeak import Pyttsx3Voice
-
-            return RenderedVoice(
-                Pyttsx3Voice(rate, cfg.speed, cfg.pitch, cfg.phrase_pause_s, cfg.loudness_lufs),
-                cfg.cache_dir,
-            )
-        case VoiceEngine.PACK:
-            from .pack import PackVoice
-
-            if cfg.pack is None:
-                raise VoiceError("voice.engine is pack but voice.pack is not set: name the folder")
-            pack = PackVoice(
-                cfg.pack, rate, cfg.loudness_lufs,
-                fallback=_openjtalk(cfg, rate), fallback_for_missing=cfg.pack_fallback,
-                strict=False, speed=cfg.speed, pace_s=cfg.pack_pace_s,
-            )
-            return RenderedVoice(pack, cfg.cache_dir)
-        case _:
-            assert_never(cfg.engine)
-
-
-def _openjtalk(cfg: VoiceConfig, rate: int) -> Voice:
-    from .openjtalk import OpenJTalkVoice
-
-    return OpenJTalkVoice(rate, cfg.speed, cfg.pitch, cfg.phrase_pause_s, cfg.loudness_lufs)

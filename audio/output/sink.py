@@ -5,11 +5,11 @@ A sink plays mono float32 PCM that is already rendered, at exact output frames, 
 clock of the match: `now()` is the sink's own output position in seconds, so that the gaps the
 engine plans in frames come out sample-exact and never drift against the audio.
 
-Three sinks share one schedule (`audio.mixer.Mixer`), so a file rendered offline holds exactly
-the samples the speakers would have played:
+Three sinks share one schedule (`audio.output.mixer.Mixer`), so a file rendered offline holds
+exactly the samples the speakers would have played:
 
-- `audio.device.DeviceSink`: a sound card through PortAudio (the only sounddevice importer);
-- `audio.filesink.FileSink`: renders faster than real time into a WAV/FLAC/MP3/Ogg file;
+- `audio.output.device.DeviceSink`: a sound card through PortAudio (the only sounddevice importer);
+- `audio.output.filesink.FileSink`: renders faster than real time into a WAV/FLAC/MP3/Ogg file;
 - `NullSink` (below): discards the audio but keeps the bookkeeping, for dry runs.
 
 Completions and faults are reported to one listener as small frozen dataclasses (`SinkEvent`).
@@ -21,70 +21,19 @@ import asyncio
 import contextlib
 import math
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
+from audio.errors import AudioError
+from audio.output.events import (
+    Listener,
+    Pcm,
+    SinkEvent,
+    SinkStats,
+)
 from reader.clock import Clock
-
-from .errors import AudioError
-
-Pcm = npt.NDArray[np.float32]
-
-
-# ---------------------------------------------------------------------- events
-@dataclass(frozen=True, slots=True)
-class ClipDone:
-    """The clip played with `tag` has been handed to the output up to its last frame;
-    `end_frame` is the output frame just after it. A clip cancelled by `stop()` is never done:
-    its end is reported by `Stopped` instead."""
-
-    tag: int
-    end_frame: int
-
-
-@dataclass(frozen=True, slots=True)
-class Stopped:
-    """One `stop()` has taken effect: `at_frame` is the first output frame at which every clip
-    it cancelled is silent (the fade-out's end)."""
-
-    at_frame: int
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceFault:
-    """The output failed (device gone, sound server down, stream stalled). The sink's clock
-    stops until `reopen()` succeeds; the schedule is kept."""
-
-    reason: str
-
-
-SinkEvent = ClipDone | Stopped | DeviceFault
-Listener = Callable[[SinkEvent], None]
-
-
-@dataclass(frozen=True, slots=True)
-class SinkStats:
-    """Counters since the sink was made.
-
-    late_clips / late_frames: clips that arrived after their `at_frame` had been handed to the
-        output, and how many of their frames were cut from the head because of it.
-    dropped_clips: clips refused because the schedule was full (see `Mixer.capacity`).
-    underflows: device callbacks that reported an output underflow (device sinks only).
-    faults: `DeviceFault`s reported.
-    xruns: underruns ALSA recovered from ("underrun occurred"), counted from the audio
-        process's stderr (`audio.output.process` only; PortAudio does not flag them all).
-    """
-
-    late_clips: int = 0
-    late_frames: int = 0
-    dropped_clips: int = 0
-    underflows: int = 0
-    faults: int = 0
-    xruns: int = 0
 
 
 # ---------------------------------------------------------------------- the contract
@@ -135,19 +84,6 @@ class Reopenable(Protocol):
     @property
     def faulted(self) -> bool: ...
     def reopen(self) -> None: ...
-
-
-# ---------------------------------------------------------------------- shared helpers
-def fade_frames(rate: int, fade_ms: float) -> int:
-    return max(0, round(fade_ms * rate / 1000.0))
-
-
-def fade_ramp(frames: int) -> Pcm:
-    """Gains for a fade-out of `frames` frames: a raised cosine from just below 1 to just above
-    0, so the frame after the ramp is the first silent one. A cosine rather than a line because
-    its slope is zero at both ends: no click where the fade starts."""
-    k = np.arange(1, frames + 1, dtype=np.float64)
-    return (0.5 * (1.0 + np.cos(np.pi * k / (frames + 1)))).astype(np.float32)
 
 
 def check_pcm(pcm: npt.ArrayLike, offset: int) -> Pcm:
@@ -205,7 +141,7 @@ class ClockedSink:
     kind = "sink"
 
     def __init__(self, rate: int, clock: Clock, *, fade_ms: float = 5.0) -> None:
-        from .mixer import Mixer  # mixer imports this module for the event types
+        from audio.output.mixer import Mixer  # mixer imports this module for the event types
 
         self.rate = rate
         self.clock: Clock = clock

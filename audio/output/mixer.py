@@ -10,7 +10,7 @@ itself still allocates small objects (ints, slices); that is cheap and bounded.
 
 Threading: a `Mixer` belongs to exactly one thread at a time. The file and null sinks use it
 from the caller's thread; the device sink hands commands to its audio thread, which alone
-calls `play`, `stop` and `render` (see `audio.device`).
+calls `play`, `stop` and `render` (see `audio.output.device`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .sink import ClipDone, Pcm, SinkEvent, Stopped, fade_frames, fade_ramp
+from audio.output.events import ClipDone, Pcm, SinkEvent, Stopped, fade_frames, fade_ramp
 
 NEVER = 1 << 62  # "no cut": an output frame no match reaches (3e9 years at 48 kHz)
 

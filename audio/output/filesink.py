@@ -2,8 +2,8 @@
 
 Used with a `reader.clock.ManualClock` that the runtime jumps from deadline to deadline: the
 clock says how far the match has "played", and the file sink renders up to there whenever it is
-called. It shares the device sink's schedule (`audio.mixer.Mixer`), so the file holds the very
-samples the speakers would have played, late head cuts and stop fades included.
+called. It shares the device sink's schedule (`audio.output.mixer.Mixer`), so the file holds
+the very samples the speakers would have played, late head cuts and stop fades included.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
+from audio.errors import AudioError
+from audio.output.events import Pcm
+from audio.output.sink import ClockedSink
 from reader.clock import Clock, ManualClock
-
-from .errors import AudioError
-from .sink import ClockedSink, Pcm
 
 _FORMATS = ("wav", "flac", "mp3", "ogg")
 
@@ -70,7 +70,7 @@ class FileSink(ClockedSink):
                 w.setframerate(self.rate)
                 w.writeframes(samples.tobytes())
             return p
-        from . import codec  # the only pydub importer: loaded only when a codec is needed
+        from audio import codec  # the only pydub importer: loaded only when a codec is needed
 
         return codec.encode(samples, self.rate, p, fmt)
 

@@ -11,14 +11,13 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from audio.codec import decode, encode
 from audio.config import VoiceConfig, VoiceEngine
+from audio.errors import PackError, VoiceError
+from audio.pcm import trim_noise
+from audio.voices.pack import MANIFEST, covered_colours, describe_missing, read_pack, split_at_pause
+from audio.voices.voice import Progress, RenderedVoice
 from reader.clip import Clip
-
-from .codec import decode, encode
-from .errors import PackError, VoiceError
-from .pack import MANIFEST, covered_colours, describe_missing, read_pack, split_at_pause
-from .pcm import trim_noise
-from .voice import Progress, RenderedVoice
 
 VoiceInfo = dict[str, str | bool]
 
@@ -39,7 +38,7 @@ def list_voices(voice_cfg: VoiceConfig | None = None) -> list[VoiceInfo]:
 
 def _openjtalk_info() -> VoiceInfo:
     try:
-        from .openjtalk import OpenJTalkVoice
+        from audio.voices.openjtalk import OpenJTalkVoice
 
         params = OpenJTalkVoice().params
     except (ImportError, OSError, RuntimeError) as e:
@@ -53,7 +52,7 @@ def _openjtalk_info() -> VoiceInfo:
 
 def _pyttsx3_info() -> VoiceInfo:
     try:
-        from .espeak import Pyttsx3Voice
+        from audio.voices.espeak import Pyttsx3Voice
 
         voice = Pyttsx3Voice()
         found = voice.voice_id

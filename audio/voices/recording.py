@@ -1,6 +1,6 @@
 """A voice pack being recorded, one take at a time (the recording page, `/record`).
 
-The pack is a folder in yomite's own manifest layout (`audio.pack`): one FLAC per slot
+The pack is a folder in yomite's own manifest layout (`audio.voices.pack`): one FLAC per slot
 (`001-kami.flac`, `000-shimo.flac` for the jokā, `call-end_call.flac`) and `yomite-pack.yaml`
 mapping slots to files with each take's speech length. The manifest is rewritten (through a
 temporary file and a rename) after every take, so the pack is usable at any moment for the
@@ -26,15 +26,14 @@ from typing import Any, Final
 import numpy as np
 import yaml
 
+from audio.codec import AudioTooLong, decode, encode
+from audio.errors import CodecError, PackError, VoiceError
+from audio.pcm import loudness_lufs, noise_floor_db, peak, trim_noise
+from audio.voices.pack import MANIFEST, call_slot, read_pack, verse_slot
 from reader.clip import Clip, Verse
 from reader.config import MatchConfig, Spoken
 from reader.poems import all_poems
 from reader.programme import call_clip, prelude_clip
-
-from .codec import AudioTooLong, decode, encode
-from .errors import CodecError, PackError, VoiceError
-from .pack import MANIFEST, call_slot, read_pack, verse_slot
-from .pcm import loudness_lufs, noise_floor_db, peak, trim_noise
 
 MAX_UPLOAD_BYTES: Final = 8 << 20  # a 30 s take is ~0.3 MB of Opus, ~2.9 MB of 16-bit WAV
 MAX_TAKE_S: Final = 30.0

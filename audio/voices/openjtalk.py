@@ -16,14 +16,13 @@ with contextlib.redirect_stdout(io.StringIO()):
     import pyopenjtalk
     from pyopenjtalk.htsengine import HTSEngine
 
+from audio.errors import VoiceError
+from audio.pcm import Pcm
+from audio.voices import pronunciation
+from audio.voices.pronunciation import Reading
+from audio.voices.voice import Param, phrases, read_phrase_by_phrase, speed_params
 from reader.clip import Clip, ClipKind, Verse
 from reader.poems import poem
-
-from . import pronunciation
-from .errors import VoiceError
-from .pcm import Pcm
-from .pronunciation import Reading
-from .voice import Param, phrases, read_phrase_by_phrase, speed_params
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +39,8 @@ def spoken_kana(phrase: str) -> str:
 
 
 def clip_readings(clip: Clip) -> list[Reading]:
-    """How each phrase of `clip` is said (see `audio.pronunciation`): its text analysed by the
-    dictionary, its morae the yomi's. A verse of the hundred also gives its historical kana
+    """How each phrase of `clip` is said (see `audio.voices.pronunciation`): its text analysed by
+    the dictionary, its morae the yomi's. A verse of the hundred also gives its historical kana
     (long vowels in misread words). Text and yomi with different phrase counts are read from
     the kana alone, and logged."""
     yomi = phrases(clip)
@@ -69,7 +68,7 @@ class OpenJTalkVoice:
     """Reads a clip phrase by phrase: each phrase is synthesised alone, trimmed, and the
     phrases are joined with `phrase_pause_s` of silence, so the pause is the same everywhere.
 
-    What each phrase says comes from `audio.pronunciation`: the yomi's morae with the words,
+    What each phrase says comes from `audio.voices.pronunciation`: the yomi's morae with the words,
     accents and long vowels of Open JTalk's dictionary analysis of the text. (Fed the kana
     alone, every phrase would be one unknown noun with one contour, おう two vowels.)
 

@@ -4,11 +4,12 @@ hall.
 
 Why processes: Open JTalk's front end holds the GIL, so a render thread in the server's
 process stalls its event loop (a cold call rendered on demand held it for 350-430 ms and cut
-the call's head). Each worker (`python -m audio.renderpool FD`) builds its voice from the
-`VoiceConfig` through `audio.voice.make_voice`, exactly as the server does, so it renders what
-the server would (the per-match settings included: every job carries its config) into the same
-disk cache, keyed by the voice's params; the server then loads the file (a millisecond).
-Workers run a little below the server's priority (`nice` 2), so the event loop comes first.
+the call's head). Each worker (`python -m audio.voices.renderpool FD`) builds its voice from the
+`VoiceConfig` through `audio.voices.factory.make_voice`, exactly as the server does, so it
+renders what the server would (the per-match settings included: every job carries its config)
+into the same disk cache, keyed by the voice's params; the server then loads the file (a
+millisecond). Workers run a little below the server's priority (`nice` 2), so the event loop
+comes first.
 
 Order: every job has a rank (its place in the reading order: the call 0, the next clip 1...);
 a free worker takes the lowest rank of all channels' jobs, so a second channel preparing a
@@ -33,11 +34,11 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 
 from audio.config import VoiceConfig
+from audio.errors import VoiceError
+from audio.pcm import Pcm
+from audio.voices.factory import make_voice
+from audio.voices.voice import Param, Progress, RenderedVoice
 from reader.clip import Clip, ClipKind
-
-from .errors import VoiceError
-from .pcm import Pcm
-from .voice import Param, Progress, RenderedVoice, make_voice
 
 log = logging.getLogger("yomite.render")
 
@@ -184,7 +185,7 @@ class RenderPool:
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "audio.renderpool", str(theirs.fileno()), str(self.nice)],
+            [sys.executable, "-m", "audio.voices.renderpool", str(theirs.fileno()), str(self.nice)],
             pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL)
         theirs.close()
         with self._cv:

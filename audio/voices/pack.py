@@ -50,12 +50,11 @@ from typing import Any, Final
 
 import yaml
 
+from audio.codec import DECODABLE, decode
+from audio.errors import CodecError, PackError, VoiceError
+from audio.pcm import Pcm, as_pcm, trim_noise
+from audio.voices.voice import Param, Voice, mastered, speed_params
 from reader.clip import Clip, ClipKind, Verse
-
-from .codec import DECODABLE, decode
-from .errors import CodecError, PackError, VoiceError
-from .pcm import Pcm, as_pcm, trim_noise
-from .voice import Param, Voice, mastered, speed_params
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""The voices: text-to-speech engines and recorded packs, rendering clips to PCM."""

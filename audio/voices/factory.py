@@ -1,0 +1,52 @@
+"""The voice the configuration names (`make_voice`): an engine, wrapped in the render cache. The
+one module that knows every engine, so that the engines need not know each other."""
+
+from __future__ import annotations
+
+from typing import assert_never
+
+from audio.config import VoiceConfig, VoiceEngine
+from audio.errors import VoiceError
+from audio.voices.voice import EstimateVoice, RenderedVoice, Voice
+
+
+def make_voice(voice_cfg: VoiceConfig, rate: int) -> RenderedVoice:
+    """The configured voice, cached under `voice_cfg.cache_dir` (no disk cache for `estimate`).
+
+    For `pack`, calls (the memorisation call, the prelude intro, the end call) come from Open
+    JTalk unless the pack's manifest maps them, since recorded packs hold only the poems; the
+    same Open JTalk voice reads poems the pack lacks when `pack_fallback` is true. A pack that
+    covers only some poems is accepted: `lacks` tells which decks it cannot read.
+    """
+    cfg = voice_cfg
+    match cfg.engine:
+        case VoiceEngine.ESTIMATE:
+            return RenderedVoice(EstimateVoice(rate, cfg.speed, cfg.phrase_pause_s))
+        case VoiceEngine.OPENJTALK:
+            return RenderedVoice(_openjtalk(cfg, rate), cfg.cache_dir)
+        case VoiceEngine.PYTTSX3:
+            from audio.voices.espeak import Pyttsx3Voice
+
+            return RenderedVoice(
+                Pyttsx3Voice(rate, cfg.speed, cfg.pitch, cfg.phrase_pause_s, cfg.loudness_lufs),
+                cfg.cache_dir,
+            )
+        case VoiceEngine.PACK:
+            from audio.voices.pack import PackVoice
+
+            if cfg.pack is None:
+                raise VoiceError("voice.engine is pack but voice.pack is not set: name the folder")
+            pack = PackVoice(
+                cfg.pack, rate, cfg.loudness_lufs,
+                fallback=_openjtalk(cfg, rate), fallback_for_missing=cfg.pack_fallback,
+                strict=False, speed=cfg.speed, pace_s=cfg.pack_pace_s,
+            )
+            return RenderedVoice(pack, cfg.cache_dir)
+        case _:
+            assert_never(cfg.engine)
+
+
+def _openjtalk(cfg: VoiceConfig, rate: int) -> Voice:
+    from audio.voices.openjtalk import OpenJTalkVoice
+
+    return OpenJTalkVoice(rate, cfg.speed, cfg.pitch, cfg.phrase_pause_s, cfg.loudness_lufs)
