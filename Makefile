@@ -50,7 +50,7 @@ screenshots: setup-test
 		tests/test_speaker_pages.py tests/test_desk_pages.py $(ARGS)
 
 lint: setup-test
-	$(BIN)/ruff check reader audio api desk tests bench
+	$(BIN)/ruff check reader audio api hall yomite desk tests bench
 	$(BIN)/mypy
 
 bench: setup-test
