@@ -131,8 +131,9 @@ class Gained:
             self._scaled[clip.key] = hit
         return hit
 
-    def prefetch(self, clips: list[Clip], progress: Any = None) -> Any:
-        return self.voice.prefetch(clips, progress)
+    def prefetch(self, clips: list[Clip], progress: Any = None, *,
+                 stop: threading.Event | None = None) -> Any:
+        return self.voice.prefetch(clips, progress, stop=stop)
 
     def lacks(self, poems: list[int]) -> list[int]:
         return self.voice.lacks(poems)

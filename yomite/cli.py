@@ -96,8 +96,8 @@ def _cbreak() -> Iterator[bool]:
 
 
 async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int:
-    from audio.sink import NullSink, WallClock
-    from audio.voice import make_voice
+    from audio.output.sink import NullSink, WallClock
+    from audio.voices.factory import make_voice
     from hall.runtime import ChannelRuntime, PrepareMatch
     from reader.events import OPERATOR, Abort, Close, ExtraCard, Hold, Release, Start
     from yomite.terminal import TerminalView
@@ -135,7 +135,7 @@ async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int
         phase = mm["phase"] if mm else None
         if phase in ("closed", "aborted"):
             done.set()
-        elif phase == "finished" and not mm["paused"]:
+        elif phase == "finished" and mm is not None and not mm["paused"]:
             # rule 16: the players count their cards; rule 18 waits for the hall
             if interactive:
                 if not said:
@@ -249,7 +249,7 @@ def _progress_bar(done: int, total: int, clip: Any) -> None:
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
-    from audio.device import list_devices
+    from audio.output.device import list_devices
 
     devices = list_devices()
     if not devices:
@@ -262,7 +262,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def cmd_voices(args: argparse.Namespace) -> int:
-    from audio.catalogue import list_voices
+    from audio.voices.catalogue import list_voices
 
     cfg = _config(args)
     if args.action == "list":
