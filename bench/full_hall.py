@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from audio.config import VoiceConfig
 from audio.output.filesink import to_int16
 from audio.voices.factory import make_voice
+from bench import conditions
 from reader.journal import read_journal, replay
 from tests.audio_capture import Capture, OwnNullSink, Recorder
 from tests.chromium import CHROMIUM, CHROMIUM_ARGS
@@ -301,23 +302,31 @@ def main() -> None:
     ap.add_argument("--loop-priority", type=int, default=1,
                     help="server.realtime_priority (0: the event loop at nice -10 only)")
     ap.add_argument("--server-log", type=Path, help="keep the server's log here")
+    ap.add_argument("--blocksize", type=int, default=256, help="audio.blocksize (frames)")
+    ap.add_argument("--anyway", action="store_true",
+                    help="print the figures even where the conditions are not met (marked)")
     ap.add_argument("--referee", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.referee:
         asyncio.run(referee(a.referee, a.seed))
         return
     rng = random.Random(a.seed)
+    before = conditions.machine()
     with tempfile.TemporaryDirectory() as tmp, OwnNullSink() as sink:
         cache = Path(tmp) / "cache"  # cold
         server = Server(Path(tmp), {
             "match": {"memorise_s": a.memorise, "cards": a.cards,
                       "resume": {"lead_in_s": 0.5}},
             "voice": {"engine": "openjtalk", "cache_dir": str(cache)},
-            "audio": {"output": "device", "device": "pulse", "process": not a.in_process},
+            "audio": {"output": "device", "device": "pulse", "process": not a.in_process,
+                      "blocksize": a.blocksize},
             "server": {"channels": [{"name": "main"}, {"name": "second"}],
                        "realtime_priority": a.loop_priority,
                        "client_queue": 256},
         }, TOKEN).start()
+        assert server.proc is not None
+        problems = conditions.report(before, server.proc.pid, a.blocksize,
+                                     need_worker=not a.in_process)
         try:
             with Recorder(Path(tmp) / "cap.wav", source=sink.monitor) as rec:
                 measuring_instrument(rec.proc.pid)
@@ -331,6 +340,8 @@ def main() -> None:
         log_text = server.log()
         if a.server_log:
             a.server_log.write_text(log_text, "utf-8")
+    if not conditions.verdict(problems, a.anyway):
+        sys.exit(2)
     main_h = r["health"]["channels"]["main"]
     out = main_h["output_stats"]
     audio_pauses = sum(1 for rec in r["log"]["records"] for f in rec.get("facts", ())

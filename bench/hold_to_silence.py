@@ -23,6 +23,7 @@ import numpy as np
 import websockets
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import conditions
 from tests.audio_capture import OwnNullSink, Recorder
 from tests.serverproc import Server
 
@@ -77,15 +78,21 @@ async def run(server: Server, holds: int, rng: random.Random) -> list[float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--holds", type=int, default=50)
+    ap.add_argument("--blocksize", type=int, default=256, help="audio.blocksize (frames)")
+    ap.add_argument("--anyway", action="store_true",
+                    help="print the figures even where the conditions are not met (marked)")
     a = ap.parse_args()
     rng = random.Random(11)
+    before = conditions.machine()
     with tempfile.TemporaryDirectory() as tmp, OwnNullSink() as sink:
         server = Server(Path(tmp), {
             "match": {"memorise_s": 0, "cards": 17, "prelude": {"enabled": False},
                       "resume": {"lead_in_s": 0.5}},
             "voice": {"engine": "openjtalk", "cache_dir": "/tmp/yomite-test-cache"},
-            "audio": {"output": "device", "device": "pulse"},
+            "audio": {"output": "device", "device": "pulse", "blocksize": a.blocksize},
         }, TOKEN).start()
+        assert server.proc is not None
+        problems = conditions.report(before, server.proc.pid, a.blocksize)
         try:
             with Recorder(Path(tmp) / "cap.wav", source=sink.monitor) as rec:
                 sent = asyncio.run(run(server, a.holds, rng))
@@ -106,6 +113,8 @@ def main() -> None:
             lo.append((cap.t_line(j) - t) * 1000)
             hi.append((cap.t_arrival(j) - t) * 1000)
         lo_a, hi_a = np.array(lo), np.array(hi)
+        if not conditions.verdict(problems, a.anyway):
+            sys.exit(2)
         print(f"{len(sent)} holds from a WebSocket client to silence in the capture (ms):")
         print(f"  p50 [{np.percentile(lo_a, 50):6.1f}, {np.percentile(hi_a, 50):6.1f}]   "
               f"p99 [{np.percentile(lo_a, 99):6.1f}, {np.percentile(hi_a, 99):6.1f}]   "

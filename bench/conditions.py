@@ -1,0 +1,137 @@
+"""The conditions an audio bench's figure depends on, checked and printed before it is reported.
+
+A figure such as "0 holes, hold -> silence p99 16 ms" is a property of the code *and* of the
+machine: the sound server and yomite's audio process must run real-time, the machine must not
+be busy with other work before the bench adds its own load, and the hypervisor must not take
+the CPUs away. `check()` reads each of these from the kernel (not from what yomite says it did)
+and `report()` prints them; a bench refuses to print its figure as a reference when a condition
+fails, naming which (`--anyway` prints it marked NOT A REFERENCE).
+
+    before = machine()              # load and steal before the bench starts anything
+    ... start the server ...
+    problems = report(before, server_pid, blocksize)   # prints; [] when all is met
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+POLICIES = {os.SCHED_OTHER: "SCHED_OTHER", os.SCHED_FIFO: "SCHED_FIFO",
+            os.SCHED_RR: "SCHED_RR", getattr(os, "SCHED_BATCH", 3): "SCHED_BATCH",
+            getattr(os, "SCHED_IDLE", 5): "SCHED_IDLE"}
+
+# what "a quiet machine" means for a reference figure: the bench brings its own load (burners,
+# pages, viewers); outside work on top of it is what made last turn's figures unreproducible
+MAX_LOAD_PER_CPU = 0.5
+MAX_STEAL = 0.10  # share of CPU time the hypervisor took over two seconds
+
+
+@dataclass(frozen=True)
+class Machine:
+    cpus: int
+    load1: float
+    steal: float  # share of all CPU time stolen by the hypervisor, over `window_s`
+    window_s: float
+
+
+def machine(window_s: float = 2.0) -> Machine:
+    """The machine before a bench starts: its 1-minute load and the steal over `window_s`."""
+    def steal_total() -> tuple[int, int]:
+        f = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+        v = [int(x) for x in f]
+        return (v[7] if len(v) > 7 else 0), sum(v[:8])
+    s0, t0 = steal_total()
+    time.sleep(window_s)
+    s1, t1 = steal_total()
+    return Machine(os.cpu_count() or 1, os.getloadavg()[0],
+                   (s1 - s0) / max(1, t1 - t0), window_s)
+
+
+def policy(pid: int) -> tuple[str, int]:
+    """A process's scheduling class and real-time priority, as the kernel has them."""
+    try:
+        pol = os.sched_getscheduler(pid)
+        return POLICIES.get(pol, str(pol)), os.sched_getparam(pid).sched_priority
+    except OSError:
+        return "gone", 0
+
+
+def sound_server_pid() -> int | None:
+    """The PulseAudio serving this bench: the harness's pid file, else the one process named so."""
+    run = Path(os.environ.get("YH_RUN", "/tmp/yomite-audio"))
+    with_file = run / "pulseaudio.pid"
+    if with_file.exists():
+        try:
+            return int(with_file.read_text().strip())
+        except ValueError:
+            pass
+    found = [p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "pulseaudio"]
+    return found[0] if len(found) == 1 else None
+
+
+def audio_worker_pid(server_pid: int) -> int | None:
+    """yomite's audio process (`audio.output.worker`) among the server's descendants."""
+    try:
+        for p in psutil.Process(server_pid).children(recursive=True):
+            try:
+                if any("audio.output.worker" in a for a in p.cmdline()):
+                    return p.pid
+            except psutil.Error:
+                continue
+    except psutil.Error:
+        return None
+    return None
+
+
+def report(before: Machine, server_pid: int | None, blocksize: int, rate: int = 48000,
+           need_worker: bool = True) -> list[str]:
+    """Print the conditions and return what is not met (empty: a reference figure)."""
+    problems: list[str] = []
+    print(f"conditions: {before.cpus} CPUs, load {before.load1:.2f} before the start, "
+          f"steal {before.steal * 100:.1f} % over {before.window_s:.0f} s, block {blocksize} "
+          f"frames ({blocksize / rate * 1000:.1f} ms)")
+    if before.load1 > MAX_LOAD_PER_CPU * before.cpus:
+        problems.append(f"the machine was busy before the bench started (load {before.load1:.2f}"
+                        f" > {MAX_LOAD_PER_CPU * before.cpus:.1f}): stop other work and rerun")
+    if before.steal > MAX_STEAL:
+        problems.append(f"the hypervisor took {before.steal * 100:.0f} % of the CPUs "
+                        f"(> {MAX_STEAL * 100:.0f} %): a shared virtual machine")
+    pa = sound_server_pid()
+    if pa is None:
+        problems.append("no PulseAudio found (scripts/audio-harness.sh start)")
+    else:
+        pol, prio = policy(pa)
+        print(f"  sound server pid {pa}: {pol} {prio}")
+        if pol not in ("SCHED_FIFO", "SCHED_RR"):
+            problems.append(f"the sound server runs {pol}, not real-time (chrt -a -f -p 6 {pa}, "
+                            "or rtkit / the audio group's rtprio limit)")
+    if need_worker and server_pid is not None:
+        w = audio_worker_pid(server_pid)
+        if w is None:
+            problems.append("yomite's audio process was not found (audio.process: false?)")
+        else:
+            pol, prio = policy(w)
+            print(f"  yomite audio process pid {w}: {pol} {prio}")
+            if pol not in ("SCHED_FIFO", "SCHED_RR"):
+                problems.append(f"yomite's audio process runs {pol}: it could not take "
+                                "real-time priority (run as root or give the user rtprio)")
+    for p in problems:
+        print(f"  NOT MET: {p}")
+    return problems
+
+
+def verdict(problems: list[str], anyway: bool) -> bool:
+    """Whether to print the figure; says why not. With `anyway` the figure is printed, marked."""
+    if not problems:
+        return True
+    if anyway:
+        print("NOT A REFERENCE FIGURE (conditions not met, printed because of --anyway):")
+        return True
+    print("refusing to report a figure from this machine: the conditions above are not met "
+          "(--anyway prints it, marked)")
+    return False
