@@ -1,4 +1,4 @@
-"""bench/conditions.py: a bench refuses a figure from a machine that does not meet its conditions."""
+"""bench/conditions.py: a bench refuses a figure from a machine that fails its conditions."""
 
 import os
 
