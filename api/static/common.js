@@ -103,6 +103,29 @@
     return v;
   }
 
+  /** The operator's token, one for the operator's pages (console, desk, record): handed over
+      in the link `yomite serve` prints (`#token=…`) or kept in localStorage from last time. */
+  const OPERATOR_KEY = "yomite.operator";
+
+  const operator = {
+    /** The token in the link (taken off the address bar), else the one kept; null if none. */
+    token() {
+      return fromHash("token") || load(OPERATOR_KEY);
+    },
+
+    /** Keep `tok` for the next visit; null forgets it. */
+    keep(tok) {
+      save(OPERATOR_KEY, tok);
+    },
+
+    /** Resolves if `tok` is the operator's; throws an ApiError otherwise (status 0: the server
+        was not reached; 403 for another role's token). */
+    async check(tok) {
+      const s = await api("GET", "/api/session", { token: tok });
+      if (s.role !== "operator") throw new ApiError(403, "forbidden", t("token_wrong"), "");
+    },
+  };
+
   // ------------------------------------------------------------------ the API
   class ApiError extends Error {
     constructor(status, code, detail, hint) {
@@ -619,7 +642,7 @@
 
   window.Y = {
     STRINGS, t, setLang, onLang, initI18n, applyI18n, get lang() { return lang; },
-    load, save, fromHash, api, ApiError, errorText, showError, clearErrors, announce, Channel,
+    load, save, fromHash, operator, api, ApiError, errorText, showError, clearErrors, announce, Channel,
     COLOURS, phaseText, isRunning, cardText, holdNames, holderName, joinNames, segmentText,
     callText,
     Countdown, fmtTime, poems, el, verse, colourChip, showConnection, vibrate, flash, keepAwake,
