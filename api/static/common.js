@@ -17,7 +17,9 @@
   const LANG_KEY = "yomite.lang";
 
   // The pages' strings, one JSON file per language (api/static/strings.<lang>.json), served
-  // together as /static/strings.js, which every page loads before this file.
+  // together as /static/strings.js, which every page loads before this file. The desk's pages
+  // add theirs (/static/desk-strings.js) into these same objects after it: read them when
+  // called, never copy them at load.
   const STRINGS = window.YOMITE_STRINGS || { ja: {}, en: {} };
 
   function storedLang() {
