@@ -34,7 +34,7 @@ from api.desk.models import (
     TournamentPatch,
 )
 from api.errors import ApiError
-from api.routes.pages import STATIC
+from api.routes.pages import STATIC, page_response
 from desk import tournament as ops
 from desk.checks import complete
 from desk.entries import entry, read_entries, write_csv
@@ -625,24 +625,19 @@ async def desk_strings() -> Response:
                     headers={"Cache-Control": "no-cache"})
 
 
-def _page(name: str) -> HTMLResponse:
-    return HTMLResponse((STATIC / f"{name}.html").read_text("utf-8"),
-                        headers={"Cache-Control": "no-cache"})
-
-
 @pages.get("/desk")
 async def desk_page() -> HTMLResponse:
-    return _page("desk")
+    return page_response("desk")
 
 
 @pages.get("/standings/{tid}")
 async def standings_page(tid: str) -> HTMLResponse:
-    return _page("standings")
+    return page_response("standings")
 
 
 @pages.get("/results/{ch}")
 async def results_page(ch: str) -> HTMLResponse:
-    return _page("results")
+    return page_response("results")
 
 
 @pages.get("/print/{tid}/rounds/{number}")

@@ -1,9 +1,11 @@
-"""The web pages (console, referee, projector) and their static files: no build step, nothing
-fetched from outside the hall's own server."""
+"""The web pages (console, referee, projector, speaker; the desk's and the recording page are
+routed with their concern but built here) with their shared head, and their static files: no
+build step, nothing fetched from outside the hall's own server."""
 
 from __future__ import annotations
 
 import re
+from functools import cache
 from pathlib import Path
 
 from fastapi import APIRouter
@@ -30,10 +32,29 @@ async def root() -> RedirectResponse:
     return RedirectResponse("/console")
 
 
+# the head every page shares (api/static/head.html: the charset, the icon, common.css, the
+# strings and common.js), put in place of this line of each page's <head>: the page's own
+# title, metas, style sheet and scripts follow it
+HEAD_MARK = "<!-- yomite:head -->"
+
+
+@cache
+def page_html(page: str) -> str:
+    """A page (api/static/<page>.html) with the shared head in it: read once, then kept."""
+    html = (STATIC / f"{page}.html").read_text("utf-8")
+    if html.count(HEAD_MARK) != 1:
+        raise ValueError(f"{page}.html must hold {HEAD_MARK} once in its <head>")
+    head = (STATIC / "head.html").read_text("utf-8").rstrip("\n")
+    return html.replace(HEAD_MARK, head)
+
+
+def page_response(page: str) -> HTMLResponse:
+    return HTMLResponse(page_html(page), headers={"Cache-Control": "no-cache"})
+
+
 def _page_handler(page: str) -> object:
     async def handler() -> HTMLResponse:
-        return HTMLResponse((STATIC / f"{page}.html").read_text("utf-8"),
-                            headers={"Cache-Control": "no-cache"})
+        return page_response(page)
 
     handler.__name__ = f"page_{page}"
     return handler

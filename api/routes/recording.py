@@ -16,7 +16,7 @@ from fastapi.responses import FileResponse, HTMLResponse
 
 from api.deps import Op
 from api.errors import ApiError
-from api.routes.pages import STATIC
+from api.routes.pages import page_response
 from audio.errors import AudioError, PackError
 from audio.voices.recording import MAX_UPLOAD_BYTES, UPLOAD_TYPES, RecordingPack, TakeRefused
 
@@ -25,8 +25,7 @@ router = APIRouter(tags=["recording"])
 
 @router.get("/record", include_in_schema=False, response_class=HTMLResponse)
 async def page() -> HTMLResponse:
-    return HTMLResponse((STATIC / "record.html").read_text("utf-8"),
-                        headers={"Cache-Control": "no-cache"})
+    return page_response("record")
 
 
 def pack_of(request: Request) -> RecordingPack:

@@ -17,7 +17,9 @@
   const LANG_KEY = "yomite.lang";
 
   // The pages' strings, one JSON file per language (api/static/strings.<lang>.json), served
-  // together as /static/strings.js, which every page loads before this file.
+  // together as /static/strings.js, which every page loads before this file. The desk's pages
+  // add theirs (/static/desk-strings.js) into these same objects after it: read them when
+  // called, never copy them at load.
   const STRINGS = window.YOMITE_STRINGS || { ja: {}, en: {} };
 
   function storedLang() {
@@ -102,6 +104,29 @@
     if (v) history.replaceState(null, "", location.pathname + location.search);
     return v;
   }
+
+  /** The operator's token, one for the operator's pages (console, desk, record): handed over
+      in the link `yomite serve` prints (`#token=…`) or kept in localStorage from last time. */
+  const OPERATOR_KEY = "yomite.operator";
+
+  const operator = {
+    /** The token in the link (taken off the address bar), else the one kept; null if none. */
+    token() {
+      return fromHash("token") || load(OPERATOR_KEY);
+    },
+
+    /** Keep `tok` for the next visit; null forgets it. */
+    keep(tok) {
+      save(OPERATOR_KEY, tok);
+    },
+
+    /** Resolves if `tok` is the operator's; throws an ApiError otherwise (status 0: the server
+        was not reached; 403 for another role's token). */
+    async check(tok) {
+      const s = await api("GET", "/api/session", { token: tok });
+      if (s.role !== "operator") throw new ApiError(403, "forbidden", t("token_wrong"), "");
+    },
+  };
 
   // ------------------------------------------------------------------ the API
   class ApiError extends Error {
@@ -619,7 +644,7 @@
 
   window.Y = {
     STRINGS, t, setLang, onLang, initI18n, applyI18n, get lang() { return lang; },
-    load, save, fromHash, api, ApiError, errorText, showError, clearErrors, announce, Channel,
+    load, save, fromHash, operator, api, ApiError, errorText, showError, clearErrors, announce, Channel,
     COLOURS, phaseText, isRunning, cardText, holdNames, holderName, joinNames, segmentText,
     callText,
     Countdown, fmtTime, poems, el, verse, colourChip, showConnection, vibrate, flash, keepAwake,

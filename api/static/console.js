@@ -7,7 +7,6 @@
 
 (function () {
   const { t } = Y;
-  const TOKEN_KEY = "yomite.operator";
   const SETTINGS_KEY = "yomite.console.settings";
   const CHANNEL_KEY = "yomite.console.channel";
   const BASE_KEY = "yomite.console.joinBase";
@@ -57,13 +56,6 @@
   const chPath = (p = "") => `/api/channels/${encodeURIComponent(ch)}${p}`;
 
   // ------------------------------------------------------------------ the token
-  function tokenFromUrl() {
-    const h = new URLSearchParams(location.hash.slice(1));
-    const tok = h.get("token");
-    if (tok) history.replaceState(null, "", location.pathname + location.search); // off the screen
-    return tok;
-  }
-
   function askToken() {
     ui.app.hidden = true;
     ui.channelPick.hidden = true;
@@ -74,20 +66,19 @@
 
   async function tryToken(tok) {
     try {
-      const s = await Y.api("GET", "/api/session", { token: tok });
-      if (s.role !== "operator") throw new Y.ApiError(403, "forbidden", t("token_wrong"), "");
+      await Y.operator.check(tok);
     } catch (e) {
       Y.showError(e);
       if (e.status === 0) {
         setTimeout(() => tryToken(tok), 3000); // the server is not up yet
         return;
       }
-      Y.save(TOKEN_KEY, null);
+      Y.operator.keep(null);
       askToken();
       return;
     }
     token = tok;
-    Y.save(TOKEN_KEY, tok);
+    Y.operator.keep(tok);
     Y.clearErrors();
     ui.tokenBox.hidden = true;
     ui.conn.hidden = false;
@@ -102,7 +93,7 @@
 
   function authLost() {
     if (conn) conn.stop();
-    Y.save(TOKEN_KEY, null);
+    Y.operator.keep(null);
     token = null;
     askToken();
   }
@@ -876,7 +867,7 @@
     buildPoemPicks();
     render();
   }).catch(Y.showError);
-  const tok = tokenFromUrl() || Y.load(TOKEN_KEY);
+  const tok = Y.operator.token();
   if (tok) tryToken(tok);
   else askToken();
 })();

@@ -6,7 +6,6 @@
 
 (function () {
   const { t, el } = Y;
-  const TOKEN_KEY = "yomite.operator";
   const TOURNAMENT_KEY = "yomite.desk.tournament";
   const $ = (id) => document.getElementById(id);
 
@@ -21,27 +20,19 @@
   const tp = (p = "") => `/api/tournaments/${encodeURIComponent(tid)}${p}`;
 
   // ------------------------------------------------------------------ token
-  function tokenFromUrl() {
-    const h = new URLSearchParams(location.hash.slice(1));
-    const tok = h.get("token");
-    if (tok) history.replaceState(null, "", location.pathname + location.search);
-    return tok;
-  }
-
   async function tryToken(tok) {
     try {
-      const s = await Y.api("GET", "/api/session", { token: tok });
-      if (s.role !== "operator") throw new Y.ApiError(403, "forbidden", t("token_wrong"), "");
+      await Y.operator.check(tok);
     } catch (e) {
       Y.showError(e);
       if (e.status === 0) { setTimeout(() => tryToken(tok), 3000); return; }
-      Y.save(TOKEN_KEY, null);
+      Y.operator.keep(null);
       $("token-box").hidden = false;
       $("app").hidden = true;
       return;
     }
     token = tok;
-    Y.save(TOKEN_KEY, tok);
+    Y.operator.keep(tok);
     $("token-box").hidden = true;
     $("app").hidden = false;
     Y.showConnection($("conn"), "online");
@@ -488,7 +479,7 @@
     window.DESK_CHANNELS = list.map((c) => c.channel);
     render();
   }).catch(() => {});
-  const tok = tokenFromUrl() || Y.load(TOKEN_KEY);
+  const tok = Y.operator.token();
   if (tok) tryToken(tok);
   else $("token-box").hidden = false;
 })();

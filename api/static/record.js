@@ -8,7 +8,6 @@
 (function () {
   const { t, el } = Y;
   const $ = (id) => document.getElementById(id);
-  const TOKEN_KEY = "yomite.operator";
   const SCOPE_KEY = "yomite.record.scope";
   const ui = {
     tokenBox: $("token-box"), tokenForm: $("token-form"), token: $("token"), app: $("app"),
@@ -30,26 +29,18 @@
   let player = null;
 
   // ------------------------------------------------------------------ the token
-  function tokenFromUrl() {
-    const h = new URLSearchParams(location.hash.slice(1));
-    const tok = h.get("token");
-    if (tok) history.replaceState(null, "", location.pathname + location.search);
-    return tok;
-  }
-
   async function tryToken(tok) {
     try {
-      const s = await Y.api("GET", "/api/session", { token: tok });
-      if (s.role !== "operator") throw new Y.ApiError(403, "forbidden", t("token_wrong"), "");
+      await Y.operator.check(tok);
     } catch (e) {
       Y.showError(e);
-      Y.save(TOKEN_KEY, null);
+      Y.operator.keep(null);
       ui.app.hidden = true;
       ui.tokenBox.hidden = false;
       return;
     }
     token = tok;
-    Y.save(TOKEN_KEY, tok);
+    Y.operator.keep(tok);
     ui.tokenBox.hidden = true;
     ui.app.hidden = false;
     await refresh();
@@ -274,7 +265,7 @@
   // ------------------------------------------------------------------ start
   Y.initI18n();
   Y.onLang(() => { if (slots.length) { fillScopes(); draw(); } });
-  const tok = tokenFromUrl() || Y.load(TOKEN_KEY);
+  const tok = Y.operator.token();
   if (tok) tryToken(tok); else { ui.tokenBox.hidden = false; ui.token.focus(); }
   window.YR = { get slots() { return slots; }, get index() { return index; } };
 })();
