@@ -5,12 +5,13 @@
 # and left running (a server, a Chromium) is named, stopped, and fails the run.
 #
 #   scripts/test.sh [pytest arguments]       e.g. scripts/test.sh -m 'not browser'
-#   YOMITE_TEST_WORKERS=1 scripts/test.sh    one worker (the default: 3, see README)
+#   YOMITE_TEST_WORKERS=1 scripts/test.sh    one worker (the default: 4, see README: most tests
+#                                            wait on real time, so four share two cores well)
 set -u
 cd "$(dirname "$0")/.."
 bin="${BIN:-.venv/bin}"
 run="${YH_RUN:-/tmp/yomite-audio}"
-workers="${YOMITE_TEST_WORKERS:-3}"
+workers="${YOMITE_TEST_WORKERS:-4}"
 
 # every process the suite starts inherits this mark, so that what is left over can be found
 mark="$$-$(date +%s%N)"
@@ -24,9 +25,9 @@ fi
 
 t0=$(date +%s)
 if [ "$workers" -gt 1 ]; then
-    YOMITE_TEST_RUN="$mark" "$bin/pytest" -n "$workers" --dist loadfile "$@"
+    YOMITE_TEST_RUN="$mark" "$bin/pytest" -n "$workers" --dist loadfile --durations=15 "$@"
 else
-    YOMITE_TEST_RUN="$mark" "$bin/pytest" "$@"
+    YOMITE_TEST_RUN="$mark" "$bin/pytest" --durations=15 "$@"
 fi
 tests=$?
 t1=$(date +%s)
