@@ -8,9 +8,9 @@ Contract:
   however late the runtime wakes up, and clips are sent one clip ahead.
 - `next_deadline()` is the clock time at which the engine next has something to do; the runtime
   sends `Tick` then (waking late is harmless, waking early is a no-op).
-- A hold cuts the programme at the clock's frame (`StopAudio`); when the last hold is lowered a
-  lead-in silence runs, then reading resumes by the resume policy. Silent segments (memorisation,
-  gaps) always resume their remainder; speech follows the policy.
+- A hold (`reader.holds`) cuts the programme at the clock's frame (`StopAudio`); when the last
+  hold is lowered a lead-in silence runs, then reading resumes by the resume policy. Silent
+  segments (memorisation, gaps) always resume their remainder; speech follows the policy.
 - An illegal event raises IllegalMove naming the move and the phase (the table of moves is in
   `reader.moves`). Anything the catch-up had already produced is kept and returned by the next
   call.
@@ -35,9 +35,9 @@ from .events import (
     Tick,
     event_to_dict,
 )
+from .holds import Holds
 from .moves import phase_words, require
 from .programme import Phase, SegmentKind, closing, extra_card
-from .schedule import RaisedHold, Schedule
 from .snapshot import CardView, CutView, HoldView, SegmentView, Snapshot
 
 # 2: the bow call and Bow, the extra card's call, Close with the end and move calls (the end
@@ -45,7 +45,7 @@ from .snapshot import CardView, CutView, HoldView, SegmentView, Snapshot
 JOURNAL_VERSION = 2
 
 
-class Engine(Schedule):
+class Engine(Holds):
     """The façade: events in, commands out (see the module's contract)."""
 
     # ------------------------------------------------------------------ public interface
@@ -281,57 +281,6 @@ class Engine(Schedule):
                     self._countdown_mark = mark
                     changed = True
         return changed
-
-    def _hold(self, t: int, referee: str, name: str) -> bool:
-        if referee in self._holds:
-            return False
-        self._holds[referee] = RaisedHold(referee, name, t)
-        self._facts.append(
-            {"fact": "hold", "referee": referee, "name": name, "frame": t,
-             "holds": len(self._holds)}
-        )
-        if self._terminal is None:
-            if self._cut is None:
-                self._cut_at(t)
-            elif self._resume_at is not None:
-                self._facts.append({"fact": "lead_in_cut", "frame": t})
-                self._resume_at = None
-                self._audio.append(StopAudio(t))  # cancel the resumed clip already sent
-                self._scheduled.clear()
-        return True
-
-    def _release(self, t: int, referee: str) -> bool:
-        if referee not in self._holds:
-            return False
-        del self._holds[referee]
-        self._facts.append(
-            {"fact": "release", "referee": referee, "frame": t, "holds": len(self._holds)}
-        )
-        self._after_release(t)
-        return True
-
-    def _release_all(self, t: int) -> bool:
-        if not self._holds:
-            return False
-        self._facts.append(
-            {"fact": "clear_holds", "referees": list(self._holds), "frame": t, "holds": 0}
-        )
-        self._holds.clear()
-        self._after_release(t)
-        return True
-
-    def _after_release(self, t: int) -> None:
-        if not self._holds and self._cut is not None and self._terminal is None:
-            r = t + max(self._lead_in, self.schedule_lead)
-            self._resume_at = r
-            self._facts.append({"fact": "lead_in", "frame": t, "resume_frame": r})
-            # send the resumed clip now, for the end of the lead-in: it will not be late
-            idx, off = self._resume_point()
-            clip = self._segs[idx].clip
-            if clip is not None:
-                self._play(idx, clip, r, off)
-            if r <= t:
-                self._resume(t)
 
     def _extra_card(self, t: int) -> bool:
         n = len(self._cards_in_programme())

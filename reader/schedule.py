@@ -42,7 +42,8 @@ class CardRead:
 
 
 class Schedule:
-    """The engine's state and its timeline; `Engine` adds the moves and the output."""
+    """The engine's state and its timeline; `Holds` adds the referees' hands, `Engine` the moves
+    and the output."""
 
     def __init__(
         self,
