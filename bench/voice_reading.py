@@ -15,7 +15,7 @@ import numpy as np
 from audio.codec import write_wav
 from audio.voices.espeak import Pyttsx3Voice
 from audio.voices.openjtalk import OpenJTalkVoice, clip_readings
-from audio.voices.pack import PackVoice
+from audio.voices.packvoice import PackVoice
 from audio.voices.pronunciation import dictionary_labels, label_morae
 from audio.voices.recording import spoken_clips
 from audio.voices.voice import Voice

@@ -44,3 +44,10 @@ class Forbidden(DeskError):
 
     status = 403
     code = "forbidden"
+
+
+class StorageError(DeskError):
+    """The desk's database cannot be opened or failed (HTTP 503)."""
+
+    status = 503
+    code = "storage_unavailable"

@@ -9,7 +9,8 @@ import pytest
 from audio.config import VoiceConfig, VoiceEngine
 from audio.errors import CodecError, PackError
 from audio.voices.catalogue import import_pack, list_voices, render_all
-from audio.voices.pack import PackLayout, PackVoice, read_pack
+from audio.voices.pack import PackLayout, read_pack
+from audio.voices.packvoice import PackVoice
 from audio.voices.voice import RenderedVoice
 from reader.clip import Verse
 from reader.poems import all_poems, poem

@@ -26,9 +26,10 @@ import numpy as np
 import pytest
 
 from audio.errors import DeviceError
-from audio.output.device import DeviceSink, list_devices
+from audio.output.device import DeviceSink
 from audio.output.events import ClipDone, SinkEvent, Stopped
 from audio.output.filesink import FileSink, to_int16
+from audio.output.portaudio import list_devices
 from audio.output.process import ProcessSink
 from reader.clock import ManualClock
 from tests.audio_capture import OwnNullSink, Recorder, holes, recorded
@@ -96,7 +97,7 @@ async def next_event(q: asyncio.Queue[SinkEvent], kind: type, timeout: float = 3
 
 
 # ---------------------------------------------------------------------- without a device
-def test_only_device_imports_sounddevice_and_only_lazily():
+def test_only_portaudio_imports_sounddevice_and_only_lazily():
     for path in (ROOT / "audio").rglob("*.py"):
         tree = ast.parse(path.read_text("utf-8"))
         in_functions = {id(n) for f in ast.walk(tree)
@@ -109,12 +110,13 @@ def test_only_device_imports_sounddevice_and_only_lazily():
             elif isinstance(node, ast.ImportFrom):
                 names = [node.module or ""]
             if any(n.split(".")[0] == "sounddevice" for n in names):
-                assert path.name == "device.py", f"{path.name} imports sounddevice"
+                assert path.name == "portaudio.py", f"{path.name} imports sounddevice"
                 assert id(node) in in_functions, "sounddevice must be imported inside a function"
 
 
 def test_importing_the_sinks_opens_nothing():
-    code = ("import sys, audio.output.device, audio.output.filesink, audio.output.sink; "
+    code = ("import sys, audio.output.device, audio.output.filesink, audio.output.sink, "
+            "audio.output.portaudio; "
             "assert 'sounddevice' not in sys.modules, 'imported sounddevice'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 

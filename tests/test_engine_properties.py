@@ -184,7 +184,7 @@ RUNNING = {"bowing", "announcing", "memorising", "prelude", "reading", "tiebreak
 
 
 def allowed(move, snap):
-    """The phase table (reader/engine.py's docstring), as the operator's console reads it."""
+    """The phase table (reader/moves.py's docstring), as the operator's console reads it."""
     phase = snap.phase
     match move:
         case "bow":

@@ -15,10 +15,10 @@ from audio.pcm import loudness_lufs, peak
 from audio.voices.factory import make_voice
 from audio.voices.pack import (
     PackLayout,
-    PackVoice,
     describe_missing,
     read_pack,
 )
+from audio.voices.packvoice import PackVoice
 from audio.voices.voice import RenderedVoice
 from reader.clip import Clip, ClipKind, Verse
 

@@ -18,7 +18,8 @@ from api.app import create_app
 from audio.codec import write_wav
 from audio.pcm import trim_noise, trim_silence
 from audio.voices.catalogue import import_pack
-from audio.voices.pack import PackVoice, read_pack
+from audio.voices.pack import read_pack
+from audio.voices.packvoice import PackVoice
 from hall.config import parse_config
 from reader.clip import Clip, ClipKind, Verse
 from reader.poems import all_poems

@@ -249,7 +249,7 @@ def _progress_bar(done: int, total: int, clip: Any) -> None:
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
-    from audio.output.device import list_devices
+    from audio.output.portaudio import list_devices
 
     devices = list_devices()
     if not devices:

@@ -127,7 +127,7 @@ def render_voices(cfg: Config, *, colors: tuple[str, ...], progress: Progress | 
 def import_pack(cfg: Config, path: Path, dest: Path = Path("var/packs")) -> int:
     """Copy a pack (Wasuramoti, Shuffle100 or ours) into yomite's layout and say how to use it."""
     from audio.voices import catalogue
-    from audio.voices.pack import PackVoice
+    from audio.voices.packvoice import PackVoice
 
     out = catalogue.import_pack(path, dest, rate=cfg.audio.rate,
                                 progress=lambda i, n, _s: import_progress(i, n))

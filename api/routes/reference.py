@@ -66,7 +66,7 @@ async def voices(request: Request, h: HallDep) -> dict[str, Any]:
 
 @router.get("/api/devices")
 async def devices(_p: Op) -> dict[str, Any]:
-    from audio.output.device import list_devices
+    from audio.output.portaudio import list_devices
 
     try:
         devs = await asyncio.to_thread(list_devices)

@@ -1,7 +1,6 @@
-"""The speakers: a sink on one persistent PortAudio output stream. The only module that imports
-sounddevice, and only lazily (inside functions): PortAudio lists the devices when sounddevice is
-imported, and the ALSA `pulse` device exists only if PULSE_SERVER / XDG_RUNTIME_DIR are already
-set and the sound server is up at that moment. Importing this module opens nothing.
+"""The speakers: a sink on one persistent PortAudio output stream. sounddevice comes from
+`audio.output.portaudio` (the only module that imports it, lazily): importing this module opens
+nothing.
 
 Design (the figures are from bench/stop_latency.py and bench/gap_error.py on the PulseAudio null
 sink of scripts/audio-harness.sh, and from the harness's own measurements):
@@ -68,8 +67,6 @@ import sys
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
-from types import ModuleType
 from typing import Any, Literal
 
 import numpy as np
@@ -77,6 +74,7 @@ import numpy as np
 from audio.errors import DeviceError
 from audio.output.events import DeviceFault, Listener, Pcm, SinkStats
 from audio.output.mixer import Mixer
+from audio.output.portaudio import describe_outputs, load_sounddevice
 from audio.output.sink import Delivery, check_pcm
 
 Latency = Literal["low", "high"] | float
@@ -86,59 +84,6 @@ _STOP = 1
 
 # What the callback writes into `counters` (int64) after each block, by index.
 COUNTERS = ("position", "underflows", "late_clips", "late_frames", "dropped_clips")
-
-
-def _sounddevice() -> ModuleType:
-    try:
-        import sounddevice  # type: ignore[import-untyped]
-    except OSError as e:  # the PortAudio shared library itself is missing
-        raise DeviceError(
-            f"PortAudio is not available ({e}); install libportaudio2 (make setup does)"
-        ) from None
-    mod: ModuleType = sounddevice
-    return mod
-
-
-@dataclass(frozen=True, slots=True)
-class OutputDevice:
-    index: int
-    name: str
-    hostapi: str
-    channels: int
-    default_rate: float
-    default: bool
-
-
-def list_devices() -> list[OutputDevice]:
-    """Every device PortAudio can play to (for `yomite devices`)."""
-    sd = _sounddevice()
-    try:
-        default_out = sd.default.device[1]
-        apis = sd.query_hostapis()
-        devices = sd.query_devices()
-    except sd.PortAudioError as e:
-        raise DeviceError(f"cannot list audio devices: {e}") from None
-    return [
-        OutputDevice(
-            index=int(d["index"]),
-            name=str(d["name"]),
-            hostapi=str(apis[d["hostapi"]]["name"]),
-            channels=int(d["max_output_channels"]),
-            default_rate=float(d["default_samplerate"]),
-            default=int(d["index"]) == default_out,
-        )
-        for d in devices
-        if d["max_output_channels"] > 0
-    ]
-
-
-def _describe_outputs(sd: ModuleType) -> str:
-    try:
-        names = [f"{d['index']}: {d['name']}" for d in sd.query_devices()
-                 if d["max_output_channels"] > 0]
-    except Exception:  # only for an error message: never mask the real error
-        return "(the device list is unavailable)"
-    return ", ".join(names) if names else "none"
 
 
 class DeviceSink:
@@ -320,12 +265,12 @@ class DeviceSink:
     # ------------------------------------------------------------------ control side
     def _open(self) -> None:
         """Open and start a stream (lock held). Raises DeviceError."""
-        sd = _sounddevice()
+        sd = load_sounddevice()
         try:
             info = sd.query_devices(self.device, "output")
         except (ValueError, sd.PortAudioError) as e:
             raise DeviceError(
-                f"no output device {self.device!r} ({e}); outputs: {_describe_outputs(sd)}. "
+                f"no output device {self.device!r} ({e}); outputs: {describe_outputs(sd)}. "
                 "With PulseAudio, start the server before yomite (the device list is read "
                 "once, at startup) and use device 'pulse'"
             ) from None

@@ -32,7 +32,7 @@ def make_voice(voice_cfg: VoiceConfig, rate: int) -> RenderedVoice:
                 cfg.cache_dir,
             )
         case VoiceEngine.PACK:
-            from audio.voices.pack import PackVoice
+            from audio.voices.packvoice import PackVoice
 
             if cfg.pack is None:
                 raise VoiceError("voice.engine is pack but voice.pack is not set: name the folder")

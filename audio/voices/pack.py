@@ -32,16 +32,11 @@ A manifest may also say `pace_s`, the seconds of speech a poem (upper plus lower
 is fitted to, and `speech_s`, each slot's measured speech length (written by import and the
 recording page, so fitting needs no pass over the files).
 
-Recordings are trimmed on their own noise floor (a room's hiss is not speech), and made
-`stretch` = fit / `speed` times as long by Rubber Band, pitch kept.
+The voice that reads a pack is `audio.voices.packvoice`'s.
 """
 
 import hashlib
-import json
-import logging
-import math
 import re
-import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -50,13 +45,10 @@ from typing import Any, Final
 
 import yaml
 
-from audio.codec import DECODABLE, decode
-from audio.errors import CodecError, PackError, VoiceError
-from audio.pcm import Pcm, as_pcm, trim_noise
-from audio.voices.voice import Param, Voice, mastered, speed_params
+from audio.codec import DECODABLE
+from audio.errors import PackError, VoiceError
+from audio.pcm import Pcm, as_pcm
 from reader.clip import Clip, ClipKind, Verse
-
-log = logging.getLogger(__name__)
 
 MANIFEST: Final = "yomite-pack.yaml"
 POEMS: Final = range(0, 101)  # 0 is the jokā
@@ -344,185 +336,3 @@ def split_at_pause(x: Pcm, rate: int, frame_ms: float = 10.0) -> tuple[Pcm, Pcm]
         raise PackError("no pause of 150 ms or more between the two verses to split at")
     cut = best * n
     return a[:cut], a[cut:]
-
-
-def _as_is(x: Pcm, _rate: int) -> Pcm:
-    return x
-
-
-class PackVoice:
-    """A recorded pack as a `Voice`: decodes the slot's file, trims and normalises it.
-
-    `fallback` (Open JTalk in `make_voice`) says the calls the pack does not record, and the
-    verses it lacks when `fallback_for_missing` is true; it must render at the same rate.
-    Construction fails with PackError, listing what is missing, if the pack lacks verses and
-    may not fall back; with `strict=False` (for inspecting a pack) it succeeds, and rendering a
-    missing verse raises instead.
-    """
-
-    def __init__(
-        self,
-        folder: Path,
-        rate: int,
-        loudness_lufs: float = -20.0,
-        *,
-        fallback: Voice | None = None,
-        fallback_for_missing: bool = False,
-        strict: bool = True,
-        speed: float = 1.0,
-        pace_s: float | None = None,
-    ) -> None:
-        self.pack = read_pack(folder)
-        self._rate = rate
-        self.loudness_lufs = loudness_lufs
-        self.fallback = fallback
-        self.fallback_for_missing = fallback_for_missing
-        self.speed = speed
-        self.pace_s = pace_s if pace_s is not None else self.pack.pace_s
-        self._fit: float | None = None
-        self._fit_lock = threading.Lock()
-        # the jokā is not a card: like a call, the fallback says it when it is not recorded
-        self.missing = [(n, v) for n, v in self.pack.missing() if n != 0]
-        if fallback is not None and fallback.rate != rate:
-            raise VoiceError(
-                f"the fallback voice {fallback.name} renders at {fallback.rate} Hz, "
-                f"the pack at {rate} Hz"
-            )
-        if strict and self.missing and not self._falls_back:
-            raise PackError(self._lacks())
-        self._params: dict[str, Param] = {
-            "engine": "pack",
-            "folder": str(folder.resolve()),
-            "layout": self.pack.layout.value,
-            "files": self.pack.fingerprint(),
-            "rate": rate,
-            "loudness_lufs": loudness_lufs,
-            "fallback": None if fallback is None else json.dumps(
-                dict(fallback.params), sort_keys=True, ensure_ascii=False
-            ),
-            "fallback_for_missing": fallback_for_missing,
-            **speed_params(speed),
-            "pace_s": self.pace_s,
-            "trim": "noise-floor",
-        }
-
-    @property
-    def name(self) -> str:
-        return f"pack-{self.pack.name}"
-
-    @property
-    def _falls_back(self) -> bool:
-        return self.fallback_for_missing and self.fallback is not None
-
-    def _lacks(self, missing: list[tuple[int, Verse]] | None = None) -> str:
-        hint = (
-            "set voice.pack_fallback: true to read them with Open JTalk"
-            if self.fallback is not None else "give a fallback voice to read them"
-        )
-        return (
-            f"pack {self.pack.name} ({self.pack.folder}, {self.pack.layout} layout) lacks poems "
-            f"{describe_missing(self.missing if missing is None else missing)}; "
-            f"add the recordings or {hint}"
-        )
-
-    def describe(self) -> str:
-        """A few lines for people: what the pack holds, what it lacks, where calls come from."""
-        p = self.pack
-        lines = [f"pack {p.name}: {p.layout} layout, {len(p.files)} recordings in {p.folder}"]
-        if not self.missing:
-            lines.append("  complete: poems 1-100, upper and lower verses")
-        else:
-            who = (f", read by {self.fallback.name}" if self._falls_back and self.fallback
-                   else "; a match whose deck holds them is refused")
-            lacks = describe_missing(self.missing)
-            lines.append(f"  lacks {len(self.missing)} verses: {lacks}{who}")
-            colours = covered_colours(p)
-            lines.append(f"  reads whole colours: {', '.join(colours) if colours else 'none yet'}")
-        source = self.fallback.name if self.fallback is not None else "the fallback voice"
-        joka = verse_slot(0, Verse.KAMI) in p.files
-        lines.append("  jokā: recorded" + (" (one file, split at its pause)"
-                                           if p.one_file_joka() else "")
-                     if joka else f"  jokā: not recorded; read by {source}")
-        if self.pace_s is not None:
-            lines.append(f"  fitted to {self.pace_s:g} s of speech a poem")
-        calls = sorted(s.removeprefix("call/") for s in p.files if s.startswith("call/"))
-        # make_voice always gives Open JTalk as the fallback; a bare PackVoice may have none
-        lines.append(
-            f"  calls: {', '.join(calls)} recorded; others from {source}" if calls
-            else f"  calls: none recorded; they come from {source}"
-        )
-        return "\n".join(lines)
-
-    @property
-    def rate(self) -> int:
-        return self._rate
-
-    @property
-    def params(self) -> Mapping[str, Param]:
-        return self._params
-
-    def lacks(self, poems: Iterable[int]) -> list[int]:
-        """The poems among `poems` this voice cannot read (none when the fallback reads what
-        the pack lacks)."""
-        return [] if self._falls_back else self.pack.lacks(poems)
-
-    def fit_ratio(self) -> float:
-        """How many times as long the pack's verses are made to read a poem in `pace_s`
-        seconds of speech (1.0 without `pace_s`): the same for every verse, so the reader's own
-        rhythm between verses stays. Measured once (from the manifest's `speech_s`, else by
-        decoding the recordings)."""
-        if self.pace_s is None:
-            return 1.0
-        with self._fit_lock:
-            if self._fit is None:
-                per_poem = [
-                    self._speech_s(verse_slot(n, Verse.KAMI))
-                    + self._speech_s(verse_slot(n, Verse.SHIMO))
-                    for n in self.pack.covers()
-                ]
-                if not per_poem:
-                    raise PackError(f"pack {self.pack.name} records no whole poem to fit")
-                mean = sum(per_poem) / len(per_poem)
-                self._fit = min(4.0, max(0.25, self.pace_s / mean))
-                log.info("pack %s: %.2f s of speech a poem, fitted to %.2f s (x%.3f)",
-                         self.pack.name, mean, self.pace_s, self._fit)
-            return self._fit
-
-    def _speech_s(self, slot: str) -> float:
-        known = (self.pack.speech_s or {}).get(slot)
-        if known is not None:
-            return known
-        return self._trimmed(slot).size / self._rate
-
-    def _trimmed(self, slot: str) -> Pcm:
-        path = self.pack.files[slot]
-        try:
-            x = decode(path, self._rate)
-        except CodecError as e:
-            raise PackError(f"pack {self.pack.name}, {slot}: {e}") from None
-        if slot.startswith("000/") and self.pack.one_file_joka():
-            kami, shimo = split_at_pause(x, self._rate)
-            x = kami if slot.endswith("kami") else shimo
-        return trim_noise(x, self._rate)
-
-    def render(self, clip: Clip) -> Pcm:
-        slot = clip_slot(clip)
-        if slot in self.pack.files:
-            stretch = self.fit_ratio() / self.speed
-            if not math.isfinite(stretch):
-                raise PackError(f"pack {self.pack.name}: cannot fit {slot}")
-            return mastered(self._trimmed(slot), self._rate, self.loudness_lufs, self.name, clip,
-                            stretch=stretch, trim=_as_is)
-        if clip.kind is ClipKind.CALL or clip.kind is ClipKind.PRELUDE:
-            if self.fallback is None:
-                what = f"call {clip.name!r}" if clip.kind is ClipKind.CALL else "jokā"
-                raise PackError(
-                    f"pack {self.pack.name} records no {what} and has no fallback "
-                    f"voice: map \"{slot}\" in {MANIFEST}"
-                )
-            return self.fallback.render(clip)
-        if self._falls_back and self.fallback is not None:
-            return self.fallback.render(clip)
-        if clip.poem is not None and clip.poem in POEMS and clip.verse is not None:
-            raise PackError(self._lacks([(clip.poem, clip.verse)]))
-        raise PackError(f"pack {self.pack.name} has no recording for {slot} ({clip.key})")

@@ -1,0 +1,86 @@
+"""Opening the desk's database: the URL, SQLite's pragmas, and Alembic's migrations brought
+up to date."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    Engine,
+    create_engine,
+    event,
+)
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+from ..errors import StorageError
+from .store import Repository
+
+log = logging.getLogger("yomite.desk")
+
+MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cur = dbapi_connection.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")  # readers never wait for the writer
+    cur.execute("PRAGMA synchronous=FULL")  # a commit that returned survives a power cut
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=5000")
+    cur.close()
+
+
+def migrate(engine: Engine, revision: str = "head") -> None:
+    """Bring the schema to `revision` with the migrations shipped in this package."""
+    # alembic says at INFO what it loads and does, a dozen lines at every start: only its
+    # warnings belong in the hall's log
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    from alembic import command
+    from alembic.config import Config as AlembicConfig
+
+    cfg = AlembicConfig()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, revision)
+
+
+def open_repository(url: str, *, run_migrations: bool = True) -> Repository:
+    """Open (and create, for SQLite) the database at `url` and migrate it to the latest
+    schema. Raises StorageError naming the URL's problem (never its password)."""
+    try:
+        u = make_url(url)
+    except ArgumentError as e:
+        raise StorageError(f"desk.database_url is not a database URL ({e})",
+                           "e.g. sqlite:///var/desk.sqlite3 or "
+                           "postgresql+psycopg://user@host/yomite") from None
+    shown = u.render_as_string(hide_password=True)
+    if u.get_backend_name() == "sqlite" and u.database and u.database != ":memory:":
+        Path(u.database).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        engine = create_engine(u, pool_pre_ping=True)
+    except (ArgumentError, ImportError) as e:
+        raise StorageError(f"desk.database_url {shown}: {e}",
+                           "install the database's driver, or use sqlite") from None
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    try:
+        if run_migrations:
+            migrate(engine)
+    except SQLAlchemyError as e:
+        engine.dispose()
+        raise StorageError(f"cannot open the desk's database {shown}: "
+                           f"{str(e).splitlines()[0][:200]}",
+                           "check desk.database_url and that the database is reachable") from None
+    log.info("desk database: %s", shown)
+    return Repository(engine)
+
+
+def database_text(url: str) -> str:
+    """The URL as it may be shown (password hidden)."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "(not a URL)"

@@ -1,0 +1,261 @@
+"""The repository: a tournament loaded from its rows, created, deleted, and each Change written
+in one transaction that checks the tournament's version."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import assert_never
+
+from sqlalchemy import (
+    Engine,
+    delete,
+    select,
+    update,
+)
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from ..errors import Conflict, StorageError
+from ..model import (
+    Block,
+    Confirmed,
+    Match,
+    Method,
+    Player,
+    Reading,
+    ReadingStatus,
+    RefereeMats,
+    Result,
+    ResultChange,
+    Round,
+    Settings,
+    Tournament,
+)
+from ..tournament import (
+    BlockChanged,
+    BlocksDrawn,
+    Change,
+    PlayerChanged,
+    PlayersAdded,
+    ReadingChanged,
+    RefereeChanged,
+    ResultRecorded,
+    RoundConfirmed,
+    RoundPaired,
+    RoundRemoved,
+    SettingsChanged,
+)
+from .tables import (
+    BlockRow,
+    MatchRow,
+    PlayerRow,
+    RefereeRow,
+    ResultChangeRow,
+    RoundRow,
+    TournamentRow,
+    block_row,
+    change_row,
+    player_row,
+    result_from_dict,
+    round_rows,
+    set_confirmed,
+    set_reading,
+)
+
+log = logging.getLogger("yomite.desk")
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    id: str
+    name: str
+    day: str
+    version: int
+    players: int
+
+
+class Repository:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @contextmanager
+    def _session(self) -> Iterator[Session]:
+        try:
+            with Session(self.engine) as s, s.begin():
+                yield s
+        except SQLAlchemyError as e:
+            log.error("desk database: %s", e)
+            raise StorageError(f"the desk's database failed: {type(e).__name__}: "
+                               f"{str(e).splitlines()[0][:200]}",
+                               "check the database (desk.database_url) and try again") from e
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # ------------------------------------------------------------ reading
+    def summaries(self) -> list[Summary]:
+        with self._session() as s:
+            rows = s.scalars(select(TournamentRow).order_by(TournamentRow.created_at)).all()
+            out = []
+            for r in rows:
+                n = len(s.scalars(select(PlayerRow.no).where(PlayerRow.tournament == r.id)).all())
+                out.append(Summary(r.id, r.name, r.day, r.version, n))
+            return out
+
+    def load(self, tid: str) -> Tournament | None:
+        with self._session() as s:
+            t = s.get(TournamentRow, tid)
+            if t is None:
+                return None
+            players = s.scalars(select(PlayerRow).where(PlayerRow.tournament == tid)
+                                .order_by(PlayerRow.no)).all()
+            blocks = s.scalars(select(BlockRow).where(BlockRow.tournament == tid)
+                               .order_by(BlockRow.position)).all()
+            rounds = s.scalars(select(RoundRow).where(RoundRow.tournament == tid)
+                               .order_by(RoundRow.number, RoundRow.block)).all()
+            matches = s.scalars(select(MatchRow).where(MatchRow.tournament == tid)
+                                .order_by(MatchRow.mat)).all()
+            refs = s.scalars(select(RefereeRow).where(RefereeRow.tournament == tid)
+                             .order_by(RefereeRow.referee)).all()
+            changes = s.scalars(select(ResultChangeRow).where(ResultChangeRow.tournament == tid)
+                                .order_by(ResultChangeRow.id)).all()
+            by_round: dict[tuple[str, int], list[Match]] = {}
+            for m in matches:
+                res = None
+                if m.cards is not None:
+                    res = Result(tuple(m.cards), m.tiebreak, m.result_by or "", m.result_at or "")
+                by_round.setdefault((m.block, m.number), []).append(
+                    Match(m.mat, tuple(m.players), res))
+            return Tournament(
+                id=t.id, name=t.name, day=t.day,
+                settings=Settings(rounds=t.rounds, cards=t.cards),
+                created_at=t.created_at, draw_seed=t.draw_seed,
+                draw_method=Method(t.draw_method) if t.draw_method else None,
+                lottery_seed=t.lottery_seed, pairing_seed=t.pairing_seed,
+                players=tuple(Player(p.no, p.name, p.furigana, p.club, p.grade, p.block,
+                                     p.joined_round, p.withdrawn_round) for p in players),
+                blocks=tuple(Block(b.name, b.channel, tuple(b.colours), b.first_mat)
+                             for b in blocks),
+                rounds=tuple(Round(
+                    r.block, r.number, r.final, r.colour,
+                    tuple(by_round.get((r.block, r.number), [])), r.paired_at,
+                    Reading(r.reading_channel, ReadingStatus(r.reading_status),
+                            r.reading_requested_at or "", r.reading_seed, r.reading_journal,
+                            r.reading_extra_cards)
+                    if r.reading_channel is not None and r.reading_status is not None else None,
+                    tuple(r.notes),
+                    Confirmed(r.confirmed_by, r.confirmed_at or "")
+                    if r.confirmed_by is not None else None) for r in rounds),
+                referees=tuple(RefereeMats(x.referee, x.name, x.channel, tuple(x.mats))
+                               for x in refs),
+                history=tuple(ResultChange(c.number, c.mat,
+                                           result_from_dict(c.before) if c.before else None,
+                                           result_from_dict(c.after), c.by, c.at,
+                                           bool(c.confirmed))
+                              for c in changes),
+                version=t.version,
+            )
+
+    # ------------------------------------------------------------ writing
+    def create(self, t: Tournament) -> None:
+        """Store a whole tournament (a new one, or an imported one) in one transaction."""
+        with self._session() as s:
+            if s.get(TournamentRow, t.id) is not None:
+                raise Conflict(f"there is already a tournament {t.id!r}",
+                               "choose another id, or replace it")
+            s.add(TournamentRow(id=t.id, name=t.name, day=t.day, rounds=t.settings.rounds,
+                                cards=t.settings.cards, created_at=t.created_at,
+                                draw_seed=t.draw_seed,
+                                draw_method=t.draw_method.value if t.draw_method else None,
+                                lottery_seed=t.lottery_seed, pairing_seed=t.pairing_seed,
+                                version=t.version))
+            s.flush()
+            s.add_all([player_row(t.id, p) for p in t.players])
+            s.add_all([block_row(t.id, i, b) for i, b in enumerate(t.blocks)])
+            s.flush()
+            for r in t.rounds:
+                rows = round_rows(t.id, r)
+                s.add(rows[0])
+                s.flush()
+                s.add_all(rows[1:])
+            s.add_all([RefereeRow(tournament=t.id, referee=x.referee, name=x.name,
+                                  channel=x.channel, mats=list(x.mats)) for x in t.referees])
+            s.add_all([change_row(t.id, c) for c in t.history])
+
+    def delete(self, tid: str) -> bool:
+        with self._session() as s:
+            # children first: not every database enforces ON DELETE CASCADE by default
+            for table in (MatchRow, RoundRow, PlayerRow, BlockRow, RefereeRow, ResultChangeRow):
+                s.execute(delete(table).where(table.tournament == tid))
+            return bool(s.execute(delete(TournamentRow).where(TournamentRow.id == tid))
+                        .rowcount)  # type: ignore[attr-defined]
+
+    def apply(self, tid: str, version: int, change: Change) -> None:
+        """Write `change`, computed from the tournament at `version`, in one transaction."""
+        with self._session() as s:
+            done = s.execute(update(TournamentRow)
+                             .where(TournamentRow.id == tid, TournamentRow.version == version)
+                             .values(version=version + 1))
+            if done.rowcount != 1:  # type: ignore[attr-defined]
+                raise Conflict("the tournament was changed meanwhile",
+                               "reload the desk and do it again")
+            self._write(s, tid, change)
+
+    def _write(self, s: Session, tid: str, change: Change) -> None:
+        match change:
+            case PlayersAdded(players=ps):
+                s.add_all([player_row(tid, p) for p in ps])
+            case PlayerChanged(player=p):
+                s.merge(player_row(tid, p))
+            case BlocksDrawn(blocks=bs, assignment=a, seed=seed, method=method):
+                s.execute(delete(BlockRow).where(BlockRow.tournament == tid))
+                s.add_all([block_row(tid, i, b) for i, b in enumerate(bs)])
+                for no, block in a:
+                    s.execute(update(PlayerRow)
+                              .where(PlayerRow.tournament == tid, PlayerRow.no == no)
+                              .values(block=block))
+                s.execute(update(TournamentRow).where(TournamentRow.id == tid)
+                          .values(draw_seed=seed, draw_method=method.value))
+            case BlockChanged(block=b):
+                row = s.get(BlockRow, (tid, b.name))
+                assert row is not None
+                row.channel, row.colours, row.first_mat = b.channel, list(b.colours), b.first_mat
+            case RoundPaired(round=r):
+                rows = round_rows(tid, r)
+                s.add(rows[0])
+                s.flush()
+                s.add_all(rows[1:])
+            case RoundRemoved(block=block, number=n):
+                s.execute(delete(MatchRow).where(MatchRow.tournament == tid,
+                                                 MatchRow.block == block, MatchRow.number == n))
+                s.execute(delete(RoundRow).where(RoundRow.tournament == tid,
+                                                 RoundRow.block == block, RoundRow.number == n))
+            case ReadingChanged(block=block, number=n, reading=reading):
+                rr = s.get(RoundRow, (tid, block, n))
+                assert rr is not None
+                set_reading(rr, reading)
+            case ResultRecorded(block=block, number=n, mat=mat, result=res, change=ch):
+                m = s.get(MatchRow, (tid, block, n, mat))
+                assert m is not None
+                m.cards, m.tiebreak = list(res.cards), res.tiebreak
+                m.result_by, m.result_at = res.by, res.at
+                s.add(change_row(tid, ch))
+            case RoundConfirmed(block=block, number=n, confirmed=c, changes=chs):
+                rc = s.get(RoundRow, (tid, block, n))
+                assert rc is not None
+                set_confirmed(rc, c)
+                s.add_all([change_row(tid, x) for x in chs])
+            case RefereeChanged(referee=ref):
+                s.execute(delete(RefereeRow).where(RefereeRow.tournament == tid,
+                                                   RefereeRow.referee == ref.referee))
+                if ref.mats:
+                    s.add(RefereeRow(tournament=tid, referee=ref.referee, name=ref.name,
+                                     channel=ref.channel, mats=list(ref.mats)))
+            case SettingsChanged(settings=st, name=name, day=day):
+                s.execute(update(TournamentRow).where(TournamentRow.id == tid)
+                          .values(rounds=st.rounds, cards=st.cards, name=name, day=day))
+            case _:
+                assert_never(change)

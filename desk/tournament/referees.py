@@ -1,0 +1,57 @@
+"""The referees and the mats each watches; each block's mats."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..errors import Conflict, Invalid
+from ..model import (
+    RefereeMats,
+    Tournament,
+)
+from .changes import RefereeChanged
+from .draw import groups
+
+
+def assign_referee(t: Tournament, referee: str, name: str, channel: str,
+                   mats: Sequence[int]) -> RefereeChanged:
+    """The mats a referee watches (one referee usually watches two). A mat belongs to the
+    block whose channel the referee joined."""
+    mine = sorted(set(mats))
+    ranges = _mat_ranges(t)
+    for mat in mine:
+        owner = ranges.get(mat)
+        if owner is None:
+            raise Invalid(f"mat {mat} is no block's",
+                          "mats: " + ", ".join(f"{b} {lo}-{hi}" for b, (lo, hi)
+                                               in _block_ranges(t).items()))
+        b = t.block(owner)
+        if b is not None and b.channel is not None and b.channel != channel:
+            raise Invalid(f"mat {mat} is block {owner}'s, read on channel {b.channel}, but "
+                          f"this referee joined channel {channel}",
+                          f"the referee joins channel {b.channel} with its PIN")
+    taken = {m: x.name for x in t.referees if x.referee != referee for m in x.mats}
+    clash = [m for m in mine if m in taken]
+    if clash:
+        raise Conflict(f"mat {clash[0]} is already {taken[clash[0]]}'s",
+                       "take it from that referee first")
+    return RefereeChanged(RefereeMats(referee, name, channel, tuple(mine)))
+
+
+def _block_ranges(t: Tournament) -> dict[str, tuple[int, int]]:
+    out: dict[str, tuple[int, int]] = {}
+    for b in t.blocks:
+        size = sum(1 for p in t.players_of(b.name) if p.withdrawn_round is None)
+        used = [m.mat for r in t.rounds_of(b.name) for m in r.matches]
+        hi = max([b.first_mat + max(1, groups(size)) - 1, *used])
+        out[b.name] = (b.first_mat, hi)
+    return out
+
+
+def _mat_ranges(t: Tournament) -> dict[int, str]:
+    return {m: name for name, (lo, hi) in _block_ranges(t).items() for m in range(lo, hi + 1)}
+
+
+def mats_of(t: Tournament) -> dict[str, tuple[int, int]]:
+    """Each block's mats (first, last)."""
+    return _block_ranges(t)

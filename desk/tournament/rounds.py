@@ -1,0 +1,151 @@
+"""The rounds of a block: pair the next round or the final, unpair, and the reading of a round
+(start, confirm, an extra card)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+
+from ..checks import complete, round_flags, started
+from ..errors import Conflict, Invalid, NotFound
+from ..model import (
+    Match,
+    Reading,
+    ReadingStatus,
+    Round,
+    Tournament,
+)
+from ..pairing import Entrant, pair_round
+from ..standings import standings
+from .changes import ReadingChanged, RoundPaired, RoundRemoved
+
+MAX_MAT = 999
+
+
+def mix(*parts: object) -> int:
+    """A seed for one decision, from the tournament's seed and what the decision is about."""
+    return int.from_bytes(hashlib.sha256(":".join(map(str, parts)).encode()).digest()[:6], "big")
+
+
+def _check_mats(t: Tournament, r: Round) -> None:
+    mats = {m.mat for m in r.matches}
+    for other in t.rounds:
+        if other.number == r.number and other.block != r.block:
+            clash = mats & {m.mat for m in other.matches}
+            if clash:
+                raise Conflict(f"mat {min(clash)} of round {r.number} is block "
+                               f"{other.block}'s", f"set block {r.block}'s first mat elsewhere")
+    if max(mats, default=0) > MAX_MAT:
+        raise Invalid(f"mat numbers are 1..{MAX_MAT}", "lower the block's first mat")
+
+
+def pair_next(t: Tournament, block: str, at: str) -> RoundPaired:
+    """Pair the block's next preliminary round (its previous round must be complete)."""
+    b = t.block(block)
+    if b is None:
+        raise NotFound(f"there is no block {block}", "draw the blocks first")
+    prelims = [r for r in t.rounds_of(block) if not r.final]
+    n = len(prelims) + 1
+    if n > t.settings.rounds:
+        raise Conflict(f"block {block} has played its {t.settings.rounds} preliminary rounds",
+                       "pair the final")
+    if prelims and not complete(t, prelims[-1]):
+        errors = [f.detail for f in round_flags(t, prelims[-1]) if f.level == "error"]
+        raise Conflict(f"round {n - 1} of block {block} is not complete: "
+                       + "; ".join(errors[:5]), "enter or correct the results first")
+    order = {s.no: s.rank for s in standings(t, block)}
+    active = sorted((p for p in t.players_of(block) if p.active_in(n)),
+                    key=lambda p: (order.get(p.no, 0), p.no))
+    history = [m.players for r in prelims for m in r.matches]
+    triples: dict[int, int] = {}
+    for r in prelims:
+        for m in r.matches:
+            if len(m.players) == 3:
+                for p in m.players:
+                    triples[p] = triples.get(p, 0) + 1
+    pairing = pair_round([Entrant(p.no, p.club, triples.get(p.no, 0)) for p in active],
+                         history, t.settings.rounds - n + 1, mix(t.pairing_seed, block, n))
+    matches = tuple(Match(b.first_mat + i, g) for i, g in enumerate(pairing.groups))
+    notes = []
+    if pairing.rematches:
+        notes.append(f"rematches: {pairing.rematches} (no pairing of this round avoids them)")
+    if pairing.same_club:
+        notes.append(f"same-club meetings: {pairing.same_club}")
+    r = Round(block, n, False, b.colour(n), matches, at, None, tuple(notes))
+    _check_mats(t, r)
+    return RoundPaired(r)
+
+
+def pair_final(t: Tournament, block: str, at: str) -> RoundPaired:
+    """The final: the top two of the block's preliminaries (withdrawn players skipped)."""
+    b = t.block(block)
+    if b is None:
+        raise NotFound(f"there is no block {block}", "draw the blocks first")
+    prelims = [r for r in t.rounds_of(block) if not r.final]
+    if len(prelims) < t.settings.rounds or not all(complete(t, r) for r in prelims):
+        raise Conflict(f"block {block}'s {t.settings.rounds} preliminary rounds are not all "
+                       "complete", "pair and finish the preliminaries first")
+    if t.round_of(block, t.final_round) is not None:
+        raise Conflict(f"block {block}'s final is already paired", "")
+    top = [s.no for s in standings(t, block) if not s.withdrawn][:2]
+    if len(top) < 2:
+        raise Conflict(f"block {block} has fewer than two players for a final", "")
+    r = Round(block, t.final_round, True, b.colour(t.final_round),
+              (Match(b.first_mat, (top[0], top[1])),), at)
+    _check_mats(t, r)
+    return RoundPaired(r)
+
+
+def unpair(t: Tournament, block: str, number: int) -> RoundRemoved:
+    r = t.round_of(block, number)
+    if r is None:
+        raise NotFound(f"block {block} has no round {number}", "")
+    if started(r):
+        raise Conflict(f"round {number} of block {block} has started: its pairing stays",
+                       "correct the results instead")
+    if any(x.number > number for x in t.rounds_of(block)):
+        raise Conflict(f"round {number} of block {block} is not the latest", "")
+    return RoundRemoved(block, number)
+
+
+def start_reading(t: Tournament, block: str, number: int, channel: str, at: str,
+                  again: bool = False) -> ReadingChanged:
+    r = round_at(t, block, number)
+    if r.reading is not None and r.reading.status is ReadingStatus.STARTED and not again:
+        raise Conflict(f"round {number} of block {block} is already being read on channel "
+                       f"{r.reading.channel}", "start it again only to read it anew (again)")
+    return ReadingChanged(block, number, Reading(channel, ReadingStatus.STARTING, at))
+
+
+def confirm_reading(t: Tournament, block: str, number: int, seed: int, journal: str | None
+                    ) -> ReadingChanged:
+    r = round_at(t, block, number)
+    if r.reading is None:
+        raise Conflict(f"round {number} of block {block} was not started", "")
+    return ReadingChanged(block, number, replace(r.reading, status=ReadingStatus.STARTED,
+                                                 seed=seed, journal=journal))
+
+
+def extra_card(t: Tournament, block: str, number: int) -> ReadingChanged:
+    r = round_at(t, block, number)
+    if r.reading is None:
+        raise Conflict(f"round {number} of block {block} is not being read", "start it first")
+    return ReadingChanged(block, number, replace(r.reading, extra_cards=r.reading.extra_cards + 1))
+
+
+def round_at(t: Tournament, block: str, number: int) -> Round:
+    r = t.round_of(block, number)
+    if r is None:
+        raise NotFound(f"block {block} has no round {number}", "pair it first")
+    return r
+
+
+def locate(t: Tournament, number: int, mat: int) -> tuple[Round, Match]:
+    """The match at `mat` in round `number` (mats are the hall's: one block's each)."""
+    for r in t.rounds:
+        if r.number == number:
+            m = r.match_at(mat)
+            if m is not None:
+                return r, m
+    raise NotFound(f"round {number} has no match at mat {mat}",
+                   "GET the round to see its mats")
