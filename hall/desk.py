@@ -36,7 +36,7 @@ from desk.repository import Repository, StorageError, open_repository
 from hall.config import Config
 from hall.deskviews import PUBLIC_READING, Builds, Built, Kind, build_view, json_bytes
 from hall.hall import Hall
-from hall.runtime import PrepareMatch
+from hall.inbox import PrepareMatch
 from reader.errors import ReaderError
 from reader.events import Close, ExtraCard, Start
 

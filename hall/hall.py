@@ -22,9 +22,10 @@ from hall.config import ChannelConfig, Config
 from hall.hub import Hub
 from hall.keyfile import load_key
 from hall.loopwatch import LoopWatch
-from hall.runtime import ChannelRuntime, VoiceFactory, VoiceLike
+from hall.runtime import ChannelRuntime
 from hall.speaker import ClipStore, SoundingClock, SpeakerFeed
 from hall.speakerlink import SpeakerLink
+from hall.voices import VoiceFactory, VoiceLike
 from reader.clip import Clip
 from reader.errors import ConfigError
 from reader.events import Hold, Release

@@ -98,7 +98,8 @@ def _cbreak() -> Iterator[bool]:
 async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int:
     from audio.output.sink import NullSink, WallClock
     from audio.voices.factory import make_voice
-    from hall.runtime import ChannelRuntime, PrepareMatch
+    from hall.inbox import PrepareMatch
+    from hall.runtime import ChannelRuntime
     from reader.events import OPERATOR, Abort, Close, ExtraCard, Hold, Release, Start
     from yomite.terminal import TerminalView
 

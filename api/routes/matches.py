@@ -18,7 +18,7 @@ from audio.config import VOICE_MATCH_KEYS, with_voice_overrides
 from hall.auth import Principal
 from hall.config import Config
 from hall.hall import ChannelService
-from hall.runtime import PrepareMatch
+from hall.inbox import PrepareMatch
 from reader.config import with_match_overrides
 from reader.events import Abort, Bow, ClearHolds, Close, Event, ExtraCard, Start
 from reader.timeline import build_timeline
