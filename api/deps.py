@@ -10,7 +10,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.errors import ApiError
 from hall.auth import Auth, Principal, Role
-from hall.hall import ChannelService, Hall, public_view
+from hall.channel import ChannelService
+from hall.hall import Hall
+from hall.views import public_view
 
 
 def token_of(request: Request | WebSocket) -> str | None:

@@ -1,5 +1,5 @@
-"""The voices a channel reads with, as the hall sees them: what a voice must do, the device's
-volume wrapper, and the check that a voice covers a deck."""
+"""The voices a channel reads with, as the hall sees them: what a voice must do, the hall's voices
+by their settings, the device's volume wrapper, and the check that a voice covers a deck."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 from audio.config import VoiceConfig
 from reader.clip import Clip
 from reader.deck import Deck
-from reader.errors import BadDeck
+from reader.errors import BadDeck, ConfigError
 
 
 class VoiceLike(Protocol):
@@ -69,3 +69,28 @@ def check_voice_covers(voice: VoiceLike, deck: Deck) -> None:
             "them, choose a deck it covers, or set voice.pack_fallback: true (--pack-fallback "
             "on the command line)"
         )
+
+
+class Voices:
+    """The voices of the hall by their settings: the configured one, and those per-match
+    settings ask for (made through `make`, i.e. `audio.voices.voice.make_voice`), the last few
+    kept."""
+
+    def __init__(self, config: VoiceConfig, default: VoiceLike,
+                 make: Callable[[VoiceConfig], VoiceLike] | None, keep: int = 4) -> None:
+        self._make = make
+        self._keep = keep
+        self._voices: dict[VoiceConfig, VoiceLike] = {config: default}
+        self._default = config
+
+    def get(self, cfg: VoiceConfig) -> VoiceLike:
+        v = self._voices.pop(cfg, None)
+        if v is None:
+            if self._make is None:
+                raise ConfigError("this server cannot change the voice per match")
+            v = self._make(cfg)
+        self._voices[cfg] = v  # most recent last
+        while len(self._voices) > self._keep:
+            old = next(k for k in self._voices if k != self._default)
+            del self._voices[old]
+        return v

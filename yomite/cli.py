@@ -108,7 +108,7 @@ async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int
         voice_cfg = voice_cfg.model_copy(update={"engine": VoiceEngine.ESTIMATE})
     voice = make_voice(voice_cfg, cfg.audio.rate)
     if speakers:
-        from hall.hall import device_sink
+        from hall.sinks import device_sink
 
         sink, description = device_sink(cfg, cfg.audio.device)
         print(f"audio: {description}")

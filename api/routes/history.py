@@ -17,7 +17,7 @@ from api.deps import Ch, Op
 from api.errors import ApiError
 from api.models import ERRORS, HistoryEntry
 from api.routes.matches import LOG_RESPONSES, log_response
-from hall.hall import ChannelService
+from hall.channel import ChannelService
 from reader.errors import JournalError
 from reader.journal import read_journal
 

@@ -10,7 +10,7 @@ from api.deps import Ch, Who, auth_of, view
 from api.errors import ApiError
 from api.models import ERRORS, REFEREE_ID, ChannelState, HoldRequest
 from hall.auth import Principal, Role
-from hall.hall import ChannelService
+from hall.channel import ChannelService
 from reader.events import OPERATOR, SYSTEM_PREFIX, Hold, Release
 
 router = APIRouter(tags=["holds"], responses=ERRORS)
