@@ -1,5 +1,6 @@
 """One channel's service in the hall: its runtime, its clients (the hub), its PIN and referees, and
-the budget of the referees' hands (a hold at once, releases paced)."""
+the budget of the referees' hands (a hold at once, releases paced). It is the in-process
+implementation of the channel's port (hall.seam.ChannelPort)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,12 @@ from typing import Any
 
 from hall.auth import Auth
 from hall.budget import Budget
+from hall.errors import ChannelStopped
 from hall.hub import Hub
+from hall.inbox import Item
 from hall.pins import new_pin
 from hall.runtime import ChannelRuntime
+from hall.seam import Latest
 from hall.speaker import SpeakerFeed
 from hall.speakerlink import SpeakerLink
 from hall.views import public_view
@@ -60,6 +64,9 @@ class ChannelService:
         self.volume_db = 0.0
         self.seq = 0
         self._state: dict[str, Any] = {"channel": name, "audio": "", "match": None}
+        self._listeners: list[Callable[[Latest], None]] = []
+        # the clients' fan-out is the first subscriber to the channel's states
+        self.subscribe(self._to_hub)
 
     def _bucket(self, ref: str, now: float) -> float:
         """The referee's change allowance now (a token bucket: `changes_burst` at most,
@@ -278,8 +285,30 @@ class ChannelService:
 
     def broadcast(self) -> None:
         self.seq += 1
-        op = self.operator_view()
-        self.hub.publish(op, public_view(op))
+        latest = Latest(self.seq, self.operator_view())
+        for listener in list(self._listeners):
+            listener(latest)
+
+    def _to_hub(self, latest: Latest) -> None:
+        self.hub.publish(latest.state, public_view(latest.state))
+
+    # ------------------------------------------------------------------ the port (hall.seam)
+    async def apply(self, item: Item) -> dict[str, Any]:
+        if self.runtime is None:
+            raise ChannelStopped(f"channel {self.name} has not started")
+        return await self.runtime.submit(item)
+
+    def latest(self) -> Latest:
+        return Latest(self.seq, self.operator_view())
+
+    def subscribe(self, listener: Callable[[Latest], None]) -> Callable[[], None]:
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
 
 
 async def _close(close: Callable[[int, str], Any], reason: str) -> None:

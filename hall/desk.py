@@ -349,8 +349,8 @@ class Desk:
         item = PrepareMatch(colors=(rounds[0].colour,), seed=None,
                             overrides={"cards": t.settings.cards})
         try:
-            await svc.runtime.submit(item)
-            await svc.runtime.submit(Start())
+            await svc.apply(item)
+            await svc.apply(Start())
         except ReaderError as e:
             for r in rounds:
                 await self.change(tid, partial(_undo, block=r.block, number=number,
@@ -383,7 +383,7 @@ class Desk:
         svc = self._channel(r.reading.channel)
         assert svc is not None
         try:
-            await svc.runtime.submit(ExtraCard())
+            await svc.apply(ExtraCard())
         except ReaderError as e:
             raise Conflict(f"channel {r.reading.channel}: {e}",
                            "the extra card is read once the planned cards are over") from None
@@ -410,7 +410,7 @@ class Desk:
             svc = self._channel(ch)
             assert svc is not None
             try:
-                await svc.runtime.submit(Close())
+                await svc.apply(Close())
             except ReaderError as e:
                 raise Conflict(f"channel {ch}: {e}", "wait until its cards are read") from None
             done.append(ch)
