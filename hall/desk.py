@@ -39,6 +39,7 @@ from hall.hall import Hall
 from hall.inbox import PrepareMatch
 from reader.errors import ReaderError
 from reader.events import Close, ExtraCard, Start
+from reader.programme import Phase
 
 log = logging.getLogger("yomite.desk")
 
@@ -405,7 +406,7 @@ class Desk:
             if not state or state["state"] != "live" or r.reading is None:
                 continue
             ch = r.reading.channel
-            if ch in done or state.get("phase") != "finished":
+            if ch in done or state.get("phase") != Phase.FINISHED:
                 continue
             svc = self._channel(ch)
             assert svc is not None

@@ -6,8 +6,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from reader.programme import Phase
+
 # phases after which a match's seed may be shown to everyone (感想戦: its order is all read)
-OVER = ("finished", "closed", "aborted")
+OVER = (Phase.FINISHED, Phase.CLOSED, Phase.ABORTED)
 
 
 def public_view(state: dict[str, Any]) -> dict[str, Any]:

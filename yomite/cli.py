@@ -101,6 +101,7 @@ async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int
     from hall.inbox import PrepareMatch
     from hall.runtime import ChannelRuntime
     from reader.events import OPERATOR, Abort, Close, ExtraCard, Hold, Release, Start
+    from reader.programme import Phase
     from yomite.terminal import TerminalView
 
     voice_cfg = cfg.voice
@@ -133,10 +134,10 @@ async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int
             done.set()
             return
         mm = state.get("match")
-        phase = mm["phase"] if mm else None
-        if phase in ("closed", "aborted"):
+        phase = Phase(mm["phase"]) if mm else None
+        if phase in (Phase.CLOSED, Phase.ABORTED):
             done.set()
-        elif phase == "finished" and mm is not None and not mm["paused"]:
+        elif phase is Phase.FINISHED and mm is not None and not mm["paused"]:
             # rule 16: the players count their cards; rule 18 waits for the hall
             if interactive:
                 if not said:
@@ -185,8 +186,8 @@ async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int
                     elif ch in "cC":
                         runtime.post(Close())
                     elif ch in "qQ":
-                        phase = runtime.engine.phase.value if runtime.engine else None
-                        if phase not in ("finished", "closed"):
+                        phase = runtime.engine.phase if runtime.engine else None
+                        if phase not in (Phase.FINISHED, Phase.CLOSED):
                             runtime.post(Abort("aborted from the terminal"))
                         loop.call_later(0.3, done.set)
 
