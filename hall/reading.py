@@ -23,7 +23,7 @@ from hall.journalkeeper import JournalKeeper
 from hall.matchplan import journal_header, journal_path, plan_match
 from hall.matchview import MatchView
 from hall.playout import PinnedClock, SinkClock, SpeakersLike
-from hall.recovery import Over, Resumable, Unreadable, journal_voice, latest_match
+from hall.recovery import Over, Unreadable, journal_voice, latest_match
 from hall.rendering import RenderAhead
 from hall.voices import Gained, VoiceFactory, VoiceLike, check_voice_covers
 from reader.clock import Clock, OffsetClock
@@ -248,17 +248,15 @@ class Reading:
         a match was under way.
         """
         latest = latest_match(self.journal.directory, self.name)
-        match latest:
-            case None:
-                if not self.journal.probe_dir():
-                    self._publish_state(None)
-                return None
-            case Unreadable() | Over():
-                self.recovered = latest.report()
+        if latest is None:
+            if not self.journal.probe_dir():
                 self._publish_state(None)
-                return self.recovered
-            case Resumable(path=path, contents=contents, engine=engine):
-                pass
+            return None
+        if isinstance(latest, Unreadable | Over):
+            self.recovered = latest.report()
+            self._publish_state(None)
+            return self.recovered
+        path, contents, engine = latest.path, latest.contents, latest.engine
         voice_cfg = journal_voice(contents.header, self.config.voice, self.name)
         try:
             voice = self._voice_for(voice_cfg)
@@ -319,7 +317,7 @@ class Reading:
     def carry_out(self, commands: list[Command]) -> None:
         try:
             playout.carry_out(commands, self.device_voice, self.sink, self._record,
-                      self._publish_match, self._frame_offset)
+                              self._publish_match, self._frame_offset)
         finally:
             try:
                 # the speaker pages after the device: a stop silences the hall's own output
