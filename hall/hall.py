@@ -108,7 +108,7 @@ class Hall:
 
     def at_rest(self) -> bool:
         """No channel is reading: nothing it does now can be late (the garbage collector's
-        moment, api/gcpolicy)."""
+        moment, hall/gcpolicy)."""
         return all(svc.runtime is None or svc.runtime.at_rest for svc in self.channels.values())
 
     async def stop(self) -> None:
