@@ -36,8 +36,9 @@ from hall.auth import Auth
 from hall.config import Config
 from hall.desk import Desk
 from hall.gcpolicy import GcPolicy
-from hall.hall import Hall, SinkFactory, default_sink
-from hall.runtime import VoiceLike
+from hall.hall import Hall
+from hall.sinks import SinkFactory, default_sink
+from hall.voices import VoiceLike
 
 if TYPE_CHECKING:
     from audio.voices.renderpool import RenderPool

@@ -10,7 +10,11 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.errors import ApiError
 from hall.auth import Auth, Principal, Role
-from hall.hall import ChannelService, Hall, public_view
+from hall.channel import ChannelService
+from hall.hall import Hall
+from hall.inbox import Item
+from hall.seam import ChannelPort
+from hall.views import public_view
 
 
 def token_of(request: Request | WebSocket) -> str | None:
@@ -79,12 +83,11 @@ Ch = Annotated[ChannelService, Depends(channel)]
 HallDep = Annotated[Hall, Depends(hall_dep)]
 
 
-def view(svc: ChannelService, p: Principal) -> dict[str, Any]:
+def view(svc: ChannelPort, p: Principal) -> dict[str, Any]:
     """The channel's state as `p` may see it (poems hidden from non-operators until read)."""
-    op = svc.operator_view()
+    op = svc.latest().state
     return op if p.role is Role.OPERATOR else public_view(op)
 
 
-async def submit(svc: ChannelService, item: Any) -> None:
-    assert svc.runtime is not None
-    await svc.runtime.submit(item)
+async def submit(svc: ChannelPort, item: Item) -> None:
+    await svc.apply(item)

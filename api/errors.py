@@ -10,7 +10,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from audio.errors import AudioError
 from desk.errors import DeskError
-from hall.runtime import ChannelFault, ChannelStopped, JournalUnavailable
+from hall.errors import ChannelFault, ChannelStopped, JournalUnavailable
 from reader.errors import BadDeck, ConfigError, IllegalMove, ReaderError
 
 

@@ -1,53 +1,39 @@
-"""The desk in the hall service: the tournaments, their database, and the tie to the readers.
-
-Every step runs in one database thread, in order (the desk's own inbox): load the tournament
-from memory, let `desk.tournament` compute the change, write it in one transaction, keep the
-new tournament in memory. The event loop never waits on the database, so a referee's hold is
-never slowed by a result being written. Live pages wait on a tournament's version.
+"""The desk in the hall service: the tournaments (hall.deskstore), their live views, and the tie
+to the readers.
 
 The live pages' views (the desk's, and the public standings the projectors poll without a
-login) are built once per version of the tournament (api/desk_views.py), in a worker thread
+login) are built once per version of the tournament (hall/deskviews.py), in a worker thread
 when the tournament is large, and kept as JSON: fifty projectors waking at a result share one
 build, and the event loop (which applies the referees' holds) only sends bytes. What changes
 without the version (each round's reading, live from its channel) is filled in per request.
 
-Starting a round prepares and starts the block's channel match through the channel's inbox,
-like the REST routes do; the round remembers the match's journal, so the desk can show whether
-that match is being read, paused or finished. A round whose start was interrupted by a crash
-is matched with its channel's journal at the next start.
+Starting a round prepares and starts the block's channel match through the channel's port
+(hall.seam), like the REST routes do; the round remembers the match's journal, so the desk can
+show whether that match is being read, paused or finished. A round whose start was interrupted
+by a crash is matched with its channel's journal at the next start.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import secrets
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 from desk import tournament as ops
-from desk.errors import Conflict, Invalid, NotFound
-from desk.export import RESERVED_IDS, TOURNAMENT_ID
-from desk.model import Reading, ReadingStatus, Round, Settings, Tournament
-from desk.repository import Repository, StorageError, open_repository
+from desk.errors import Conflict, NotFound
+from desk.model import Reading, ReadingStatus, Round, Tournament
 from hall.config import Config
+from hall.deskstore import DeskStore, Op, now_iso
 from hall.deskviews import PUBLIC_READING, Builds, Built, Kind, build_view, json_bytes
 from hall.hall import Hall
-from hall.runtime import PrepareMatch
+from hall.inbox import PrepareMatch
 from reader.errors import ReaderError
 from reader.events import Close, ExtraCard, Start
+from reader.programme import Phase
 
 log = logging.getLogger("yomite.desk")
-
-T = TypeVar("T")
-Op = Callable[[Tournament], "ops.Change | None"]
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 def _journal_time(name: str) -> datetime | None:
@@ -76,169 +62,56 @@ class Desk:
     def __init__(self, config: Config, hall: Hall | None) -> None:
         self.config = config
         self.hall = hall
-        self.repo: Repository | None = None
-        self.fault: StorageError | None = None  # the database could not be opened
-        self.cache: dict[str, Tournament] = {}
-        self._db = ThreadPoolExecutor(1, thread_name_prefix="desk-db")
-        self._changed: dict[str, asyncio.Event] = {}
+        self.tournament_store = DeskStore(config, self._forget)
         # the live pages' views and the public files: built once per version, shared
         self.views = Builds(self.get)
         self._filled: dict[tuple[str, Kind], tuple[Built, bytes, bytes]] = {}
 
     # ------------------------------------------------------------------ life
     async def start(self) -> None:
-        try:
-            self.repo = await self._call(open_repository, self.config.desk.database_url)
-        except StorageError as e:
-            # a full or read-only disk must not keep the hall from reading: the desk answers
-            # 503 with the reason until the server is started again with room to write
-            self.fault = e
-            log.error("the desk is unavailable: %s", e)
+        if not await self.tournament_store.open():
             return
-        summaries = await self._call(self.repo.summaries)
-        for s in summaries:
-            t = await self._call(self.repo.load, s.id)
-            if t is not None:
-                self.cache[t.id] = t
-        for t in list(self.cache.values()):
+        for t in list(self.tournament_store.cache.values()):
             await self._reconcile(t)
-        log.info("desk: %d tournament(s) loaded", len(self.cache))
+        log.info("desk: %d tournament(s) loaded", len(self.tournament_store.cache))
 
     async def stop(self) -> None:
-        if self.repo is not None:
-            await self._call(self.repo.close)
-        self._db.shutdown(wait=True)
+        await self.tournament_store.close()
         self.views.close()
-
-    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._db, partial(fn, *args))
-
-    def _repo(self) -> Repository:
-        if self.repo is None:
-            raise self.fault or StorageError("the desk's database is not open")
-        return self.repo
 
     # ------------------------------------------------------------------ tournaments
     def get(self, tid: str) -> Tournament:
-        if self.fault is not None:
-            raise self.fault
-        t = self.cache.get(tid)
-        if t is None:
-            raise NotFound(f"there is no tournament {tid!r}",
-                           "GET /api/tournaments lists them" if self.cache
-                           else "create one at the desk (/desk)")
-        return t
+        return self.tournament_store.get(tid)
 
     def tournaments(self) -> list[Tournament]:
-        if self.fault is not None:
-            raise self.fault
-        return sorted(self.cache.values(), key=lambda t: t.created_at)
+        return self.tournament_store.tournaments()
 
     async def create(self, tid: str | None, name: str, day: str, rounds: int | None,
                      cards: int | None) -> Tournament:
-        if tid is None:
-            tid = "t" + secrets.token_hex(3)
-        if not TOURNAMENT_ID.match(tid) or tid in RESERVED_IDS:
-            raise Invalid(f"{tid!r} cannot be a tournament id",
-                          "lower-case letters, digits and dashes, e.g. hiroshima-2025")
-        t = Tournament(
-            id=tid, name=name, day=day,
-            settings=Settings(rounds=rounds or self.config.desk.rounds,
-                              cards=cards or self.config.match.cards),
-            created_at=now_iso(), lottery_seed=secrets.randbelow(1_000_000),
-            pairing_seed=secrets.randbelow(1_000_000))
-        return await self.store(t)
+        return await self.tournament_store.create(tid, name, day, rounds, cards)
 
     async def store(self, t: Tournament, replace_existing: bool = False) -> Tournament:
         """A whole tournament (new or imported) into the database and memory."""
-        repo = self._repo()
-
-        def work() -> Tournament:
-            if t.id in self.cache and not replace_existing:
-                raise Conflict(f"there is already a tournament {t.id!r}",
-                               "choose another id, or import with replace=true")
-            if replace_existing:
-                repo.delete(t.id)
-            repo.create(t)
-            self.cache[t.id] = t
-            return t
-
-        out = await self._call(work)
-        self._forget(t.id)
-        self._notify(t.id)
-        return out
+        return await self.tournament_store.store(t, replace_existing)
 
     async def delete(self, tid: str) -> None:
-        self.get(tid)
-        repo = self._repo()
-
-        def work() -> None:
-            repo.delete(tid)
-            self.cache.pop(tid, None)
-
-        await self._call(work)
-        self._forget(tid)
-        self._notify(tid)
+        await self.tournament_store.delete(tid)
 
     async def change(self, tid: str, op: Op) -> Tournament:
-        """Apply one desk step: computed, written and kept in memory in the database thread."""
-        repo = self._repo()
-
-        def work() -> tuple[Tournament, bool]:
-            t = self.get(tid)
-            ch = op(t)
-            if ch is None:
-                return t, False
-            repo.apply(tid, t.version, ch)
-            new = ops.apply(t, ch)
-            self.cache[tid] = new
-            return new, True
-
-        t, changed = await self._call(work)
-        if changed:
-            self._notify(tid)
-        return t
+        """Apply one desk step (hall.deskstore.DeskStore.change)."""
+        return await self.tournament_store.change(tid, op)
 
     async def changes(self, tid: str, make: Callable[[Tournament], Sequence[ops.Change]]
                       ) -> Tournament:
-        """Several changes computed together (every block's pairing): all are checked before
-        the first is written; each is its own transaction."""
-        repo = self._repo()
-
-        def work() -> Tournament:
-            t = self.get(tid)
-            for ch in make(t):
-                repo.apply(tid, t.version, ch)
-                t = ops.apply(t, ch)
-                self.cache[tid] = t
-            return t
-
-        out = await self._call(work)
-        self._notify(tid)
-        return out
-
-    # ------------------------------------------------------------------ live pages
-    def _notify(self, tid: str) -> None:
-        ev = self._changed.pop(tid, None)
-        if ev is not None:
-            ev.set()
+        return await self.tournament_store.changes(tid, make)
 
     async def wait(self, tid: str, after: int, timeout_s: float) -> Tournament:
         """The tournament once its version is past `after` (or as it is after `timeout_s`)."""
-        t = self.get(tid)
-        if t.version > after:
-            return t
-        ev = self._changed.setdefault(tid, asyncio.Event())
-        try:
-            async with asyncio.timeout(timeout_s):
-                await ev.wait()
-        except TimeoutError:
-            pass
-        return self.get(tid)
+        return await self.tournament_store.wait(tid, after, timeout_s)
 
     # ------------------------------------------------------------------ the live views
     def _forget(self, tid: str) -> None:
+        """A tournament stored whole or deleted: what was built from it is gone."""
         self.views.forget(tid)
         for kind in ("desk", "public"):
             self._filled.pop((tid, kind), None)
@@ -349,8 +222,8 @@ class Desk:
         item = PrepareMatch(colors=(rounds[0].colour,), seed=None,
                             overrides={"cards": t.settings.cards})
         try:
-            await svc.runtime.submit(item)
-            await svc.runtime.submit(Start())
+            await svc.apply(item)
+            await svc.apply(Start())
         except ReaderError as e:
             for r in rounds:
                 await self.change(tid, partial(_undo, block=r.block, number=number,
@@ -383,7 +256,7 @@ class Desk:
         svc = self._channel(r.reading.channel)
         assert svc is not None
         try:
-            await svc.runtime.submit(ExtraCard())
+            await svc.apply(ExtraCard())
         except ReaderError as e:
             raise Conflict(f"channel {r.reading.channel}: {e}",
                            "the extra card is read once the planned cards are over") from None
@@ -405,12 +278,12 @@ class Desk:
             if not state or state["state"] != "live" or r.reading is None:
                 continue
             ch = r.reading.channel
-            if ch in done or state.get("phase") != "finished":
+            if ch in done or state.get("phase") != Phase.FINISHED:
                 continue
             svc = self._channel(ch)
             assert svc is not None
             try:
-                await svc.runtime.submit(Close())
+                await svc.apply(Close())
             except ReaderError as e:
                 raise Conflict(f"channel {ch}: {e}", "wait until its cards are read") from None
             done.append(ch)

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hall.runtime import VoiceLike
+from hall.voices import VoiceLike
 from reader.clip import Clip
 from reader.clock import Clock
 from reader.commands import Command, PlayClip, StopAudio

@@ -2,9 +2,9 @@
 
 Line 1 is the engine's header (the match settings, the deck and its order); every later line is
 one event the engine applied, with the clock time, the output frame and the facts it produced
-(segments started, cuts, holds, clip lengths). Replaying the events through a fresh engine with
-the recorded clip lengths rebuilds the exact state: the match history, the audit log and crash
-recovery all stand on this.
+(segments started, cuts, holds, clip lengths: typed in reader.facts). Replaying the events
+through a fresh engine with the recorded clip lengths rebuilds the exact state: the match
+history, the audit log and crash recovery all stand on this.
 """
 
 import contextlib
@@ -22,6 +22,7 @@ from .deck import Deck
 from .engine import JOURNAL_VERSION, Engine
 from .errors import JournalError
 from .events import event_from_dict
+from .facts import ClipLength, facts_of
 from .poems import Color
 
 # records kept in memory while the journal cannot be written (the reading is paused by then:
@@ -229,9 +230,9 @@ def engine_from_header(header: dict[str, Any], voice: Any, clock: Any) -> Engine
 def recorded_durations(records: Iterable[dict[str, Any]]) -> RecordedDurations:
     frames: dict[str, int] = {}
     for r in records:
-        for f in r.get("facts", ()):
-            if f.get("fact") == "clip":
-                frames[f["key"]] = int(f["frames"])
+        for f in facts_of(r):
+            if isinstance(f, ClipLength):
+                frames[f.key] = f.frames
     return RecordedDurations(frames)
 
 

@@ -3,7 +3,28 @@ lead-in with its start and end, in order. This is what `yomite render --timeline
 what the match log shows."""
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, assert_never
+
+from .facts import (
+    Aborted,
+    BowCalled,
+    Bowed,
+    CardRead,
+    ClipLength,
+    Closed,
+    Closing,
+    Cut,
+    ExtraCardAdded,
+    Finished,
+    HandLowered,
+    HandRaised,
+    HandsCleared,
+    LeadIn,
+    LeadInCut,
+    Resumed,
+    SegmentBegun,
+    facts_of,
+)
 
 
 def build_timeline(records: Iterable[dict[str, Any]], rate: int) -> list[dict[str, Any]]:
@@ -33,34 +54,41 @@ def build_timeline(records: Iterable[dict[str, Any]], rate: int) -> list[dict[st
         open_ = {"kind": kind, "start_frame": frame, "start_s": frame / rate, **fields}
 
     for r in records:
-        for f in r.get("facts", ()):
-            fact = f.get("fact")
-            frame = int(f.get("frame", 0))
-            if fact == "segment":
-                close(frame)
-                fields = {k: f[k] for k in ("label", "card", "poem", "verse", "reading", "clip")
-                          if k in f}
-                if f.get("offset"):
-                    fields["from_s"] = f["offset"] / rate
-                begin(str(f["kind"]), frame, **fields)
-            elif fact == "hold":
-                up[str(f["referee"])] = str(f.get("name") or f["referee"])
-                if open_ is not None and open_["kind"] == "hold":
-                    open_["held_by"] = list(dict.fromkeys([*open_["held_by"], *up.values()]))
-            elif fact == "release":
-                up.pop(str(f["referee"]), None)
-            elif fact == "clear_holds":
-                up.clear()
-            elif fact == "cut":
-                close(frame, cut=True)
-                begin("hold", frame, held_by=list(up.values()))
-            elif fact == "lead_in":
-                close(frame)
-                begin("lead_in", frame)
-            elif fact == "lead_in_cut":
-                close(frame, cut=True)
-                begin("hold", frame, held_by=list(up.values()))
-            elif fact in ("finished", "closed", "bowed", "aborted"):
-                close(frame)
+        for f in facts_of(r):
+            match f:
+                case SegmentBegun():
+                    close(f.frame)
+                    fields: dict[str, Any] = {"label": f.label}
+                    if f.card is not None:
+                        fields.update(card=f.card, poem=f.poem)
+                    if f.verse is not None:
+                        fields.update(verse=f.verse.value, reading=f.reading)
+                    if f.clip is not None:
+                        fields["clip"] = f.clip
+                    if f.offset:
+                        fields["from_s"] = f.offset / rate
+                    begin(f.kind.value, f.frame, **fields)
+                case HandRaised():
+                    up[f.referee] = f.name or f.referee
+                    if open_ is not None and open_["kind"] == "hold":
+                        open_["held_by"] = list(dict.fromkeys([*open_["held_by"],
+                                                                *up.values()]))
+                case HandLowered():
+                    up.pop(f.referee, None)
+                case HandsCleared():
+                    up.clear()
+                case Cut() | LeadInCut():
+                    close(f.frame, cut=True)
+                    begin("hold", f.frame, held_by=list(up.values()))
+                case LeadIn():
+                    close(f.frame)
+                    begin("lead_in", f.frame)
+                case Finished() | Closed() | Bowed() | Aborted():
+                    close(f.frame)
+                case BowCalled() | ExtraCardAdded() | Closing() | ClipLength() | CardRead() \
+                        | Resumed():
+                    pass  # no stretch begins or ends here
+                case _:
+                    assert_never(f)
     return out
 

@@ -537,7 +537,7 @@ def test_a_request_is_answered_on_the_event_loop_alone(client, monkeypatch):
     import threading
 
     from hall.auth import Auth
-    from hall.hall import ChannelService
+    from hall.channel import ChannelService
 
     threads: dict[str, set[int]] = {"identify": set(), "view": set()}
     identify, operator_view = Auth.identify, ChannelService.operator_view

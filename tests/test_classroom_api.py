@@ -120,7 +120,7 @@ def test_the_channels_volume(client):
                       headers=OP).status_code == 422
     assert client.put("/api/channels/main/volume", json={"volume_db": -1}).status_code == 401
     rt = client.app.state.hall.channels["main"].runtime
-    assert rt._device_voice.gain == pytest.approx(10 ** (-12 / 20))
+    assert rt.reading.device_voice.gain == pytest.approx(10 ** (-12 / 20))
     with client.websocket_connect(as_speaker(client)) as spk:
         assert speaker_messages(spk, 1)[0]["volume_db"] == -12
 

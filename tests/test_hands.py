@@ -5,7 +5,7 @@ often waits and only its last intent counts; a flood costs a bounded number of c
 import asyncio
 
 from hall.auth import Auth
-from hall.hall import ChannelService
+from hall.channel import ChannelService
 from hall.hub import Hub
 from reader.events import Hold, Release
 

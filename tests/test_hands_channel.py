@@ -14,7 +14,7 @@ import asyncio
 from typing import Any
 
 from hall.auth import Auth
-from hall.hall import ChannelService
+from hall.channel import ChannelService
 from hall.hub import Hub
 from reader.events import Hold, Release
 

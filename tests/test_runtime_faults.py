@@ -9,7 +9,10 @@ import pytest
 from audio.output.sink import NullSink
 from audio.voices.voice import EstimateVoice, RenderedVoice
 from hall.config import parse_config
-from hall.runtime import ChannelFault, ChannelRuntime, ChannelStopped, PrepareMatch, carry_out
+from hall.errors import ChannelFault, ChannelStopped
+from hall.inbox import PrepareMatch
+from hall.playout import carry_out
+from hall.runtime import ChannelRuntime
 from reader.clip import Clip
 from reader.commands import PlayClip, Publish, Record, StopAudio
 from reader.events import ClearHolds, Hold, Start

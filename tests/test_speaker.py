@@ -8,7 +8,8 @@ import pytest
 
 from audio.output.sink import NullSink
 from hall.config import parse_config
-from hall.runtime import ChannelRuntime, PrepareMatch
+from hall.inbox import PrepareMatch
+from hall.runtime import ChannelRuntime
 from hall.speaker import ClipStore, SoundingClock, SpeakerFeed
 from reader.clip import Verse
 from reader.clock import ManualClock

@@ -98,8 +98,10 @@ def _cbreak() -> Iterator[bool]:
 async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int:
     from audio.output.sink import NullSink, WallClock
     from audio.voices.factory import make_voice
-    from hall.runtime import ChannelRuntime, PrepareMatch
+    from hall.inbox import PrepareMatch
+    from hall.runtime import ChannelRuntime
     from reader.events import OPERATOR, Abort, Close, ExtraCard, Hold, Release, Start
+    from reader.programme import Phase
     from yomite.terminal import TerminalView
 
     voice_cfg = cfg.voice
@@ -107,7 +109,7 @@ async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int
         voice_cfg = voice_cfg.model_copy(update={"engine": VoiceEngine.ESTIMATE})
     voice = make_voice(voice_cfg, cfg.audio.rate)
     if speakers:
-        from hall.hall import device_sink
+        from hall.sinks import device_sink
 
         sink, description = device_sink(cfg, cfg.audio.device)
         print(f"audio: {description}")
@@ -132,10 +134,10 @@ async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int
             done.set()
             return
         mm = state.get("match")
-        phase = mm["phase"] if mm else None
-        if phase in ("closed", "aborted"):
+        phase = Phase(mm["phase"]) if mm else None
+        if phase in (Phase.CLOSED, Phase.ABORTED):
             done.set()
-        elif phase == "finished" and mm is not None and not mm["paused"]:
+        elif phase is Phase.FINISHED and mm is not None and not mm["paused"]:
             # rule 16: the players count their cards; rule 18 waits for the hall
             if interactive:
                 if not said:
@@ -184,8 +186,8 @@ async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int
                     elif ch in "cC":
                         runtime.post(Close())
                     elif ch in "qQ":
-                        phase = runtime.engine.phase.value if runtime.engine else None
-                        if phase not in ("finished", "closed"):
+                        phase = runtime.engine.phase if runtime.engine else None
+                        if phase not in (Phase.FINISHED, Phase.CLOSED):
                             runtime.post(Abort("aborted from the terminal"))
                         loop.call_later(0.3, done.set)
 

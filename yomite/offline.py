@@ -13,7 +13,8 @@ from typing import Any, TextIO
 from audio.output.filesink import FileSink
 from audio.voices.factory import make_voice
 from hall.config import Config
-from hall.runtime import carry_out, check_voice_covers
+from hall.playout import carry_out
+from hall.voices import check_voice_covers
 from reader.clip import Clip
 from reader.clock import ManualClock
 from reader.config import with_match_overrides

@@ -2,9 +2,32 @@
 it, and an in-place countdown while the players memorise."""
 
 import sys
-from typing import Any, TextIO
+from typing import Any, TextIO, assert_never
 
+from reader.clip import Verse
+from reader.facts import (
+    Aborted,
+    BowCalled,
+    Bowed,
+    CardRead,
+    ClipLength,
+    Closed,
+    Closing,
+    Cut,
+    ExtraCardAdded,
+    Fact,
+    Finished,
+    HandLowered,
+    HandRaised,
+    HandsCleared,
+    LeadIn,
+    LeadInCut,
+    Resumed,
+    SegmentBegun,
+    facts_of,
+)
 from reader.poems import poem
+from reader.programme import SegmentKind
 
 KIND_WORDS = {
     "bow_call": "bow",
@@ -28,7 +51,7 @@ class TerminalView:
         self.closed = False  # the output went away (`yomite dry-run | head`): nothing to show
 
     def on_record(self, entry: dict[str, Any]) -> None:
-        for f in entry.get("facts", ()):
+        for f in facts_of(entry):
             line = self._describe(f)
             if line:
                 self._line(line)
@@ -42,40 +65,45 @@ class TerminalView:
             self._write(f"\r{'':10}memorise  {m['countdown_s']:4.0f} s left ")
             self._counting = True
 
-    def _describe(self, f: dict[str, Any]) -> str | None:
-        t = f"[{f.get('frame', 0) / self._rate:8.2f}] "
-        match f["fact"]:
-            case "segment" if f["kind"] != "gap":
-                label = f["label"]
-                if label.startswith("card_"):
-                    p = poem(f["poem"])
-                    text = p.kami if f["verse"] == "kami" else p.shimo
-                    return (f"{t}{f['card']:>2}/{self._cards or '?'} {f['verse']:<5} {text}"
+    def _describe(self, f: Fact) -> str | None:
+        frame = 0 if isinstance(f, ClipLength) else f.frame
+        t = f"[{frame / self._rate:8.2f}] "
+        match f:
+            case SegmentBegun() if f.kind is not SegmentKind.GAP:
+                label = f.label
+                if label.startswith("card_") and f.poem is not None and f.verse is not None:
+                    p = poem(f.poem)
+                    text = p.kami if f.verse is Verse.KAMI else p.shimo
+                    return (f"{t}{f.card:>2}/{self._cards or '?'} {f.verse.value:<5} {text}"
                             f"  (#{p.no} {p.author})")
                 if label == "memorise":
                     return f"{t}memorise"
                 return f"{t}{KIND_WORDS.get(label, label):<10} {self._texts.get(label, '')}"
-            case "hold":
-                return f"{t}HOLD by {f['name'] or f['referee']} ({f['holds']} up)"
-            case "release":
-                return f"{t}released by {f['referee']} ({f['holds']} up)"
-            case "clear_holds":
+            case HandRaised():
+                return f"{t}HOLD by {f.name or f.referee} ({f.holds} up)"
+            case HandLowered():
+                return f"{t}released by {f.referee} ({f.holds} up)"
+            case HandsCleared():
                 return f"{t}all holds cleared"
-            case "cut":
-                return f"{t}  cut: {f['label']} at +{f['offset_s']:.2f} s"
-            case "resume":
-                return f"{t}resume ({f['policy']})"
-            case "bowed":
+            case Cut():
+                return f"{t}  cut: {f.label} at +{f.offset_s:.2f} s"
+            case Resumed():
+                return f"{t}resume ({f.policy.value})"
+            case Bowed():
                 return f"{t}bowed: ready for the memorisation call"
-            case "finished":
+            case Finished():
                 return f"{t}finished: the players count their cards"
-            case "closed":
+            case Closed():
                 return f"{t}closed"
-            case "aborted":
-                return f"{t}aborted {f.get('reason', '')}"
-            case "extra_card":
-                return f"{t}one more card: {f['card']}"
-        return None
+            case Aborted():
+                return f"{t}aborted {f.reason}"
+            case ExtraCardAdded():
+                return f"{t}one more card: {f.card}"
+            case SegmentBegun() | BowCalled() | LeadIn() | LeadInCut() | Closing() \
+                    | ClipLength() | CardRead():
+                return None
+            case _:
+                assert_never(f)
 
     def _line(self, text: str) -> None:
         if self._counting:

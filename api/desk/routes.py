@@ -44,7 +44,8 @@ from desk.model import Method, Tournament
 from desk.standings import outcomes
 from desk.views import desk_view, history_view, public_view, round_view
 from hall.auth import Principal, Role
-from hall.desk import Desk, now_iso
+from hall.desk import Desk
+from hall.deskstore import now_iso
 from hall.deskviews import json_bytes
 
 router = APIRouter(prefix="/api/tournaments", tags=["tournaments"])

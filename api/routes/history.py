@@ -17,8 +17,9 @@ from api.deps import Ch, Op
 from api.errors import ApiError
 from api.models import ERRORS, HistoryEntry
 from api.routes.matches import LOG_RESPONSES, log_response
-from hall.hall import ChannelService
+from hall.channel import ChannelService
 from reader.errors import JournalError
+from reader.facts import CardRead, facts_of
 from reader.journal import read_journal
 
 router = APIRouter(tags=["history"], responses=ERRORS)
@@ -50,7 +51,10 @@ def summary(path: Path, current: Path | None) -> dict[str, Any]:
             started_at = at.isoformat()
         except (KeyError, TypeError, ValueError):
             started_at = None
-    read = sum(1 for r in c.records for f in r.get("facts", ()) if f.get("fact") == "card_read")
+    try:
+        read = sum(isinstance(f, CardRead) for r in c.records for f in facts_of(r))
+    except JournalError as e:
+        return {**base, "error": str(e)}
     return {**base, "version": h.get("version"), "prepared_at": wall, "started_at": started_at,
             "seed": deck.get("seed"), "colors": deck.get("colors", []), "cards": h.get("cards"),
             "cards_read": read, "phase": c.records[-1].get("phase") if c.records else "ready",

@@ -10,13 +10,13 @@ from api.deps import Ch, Who, auth_of, view
 from api.errors import ApiError
 from api.models import ERRORS, REFEREE_ID, ChannelState, HoldRequest
 from hall.auth import Principal, Role
-from hall.hall import ChannelService
+from hall.seam import ChannelPort
 from reader.events import OPERATOR, SYSTEM_PREFIX, Hold, Release
 
 router = APIRouter(tags=["holds"], responses=ERRORS)
 
 
-def hold_target(svc: ChannelService, p: Principal, referee: str) -> str:
+def hold_target(svc: ChannelPort, p: Principal, referee: str) -> str:
     """Whose hand `p` may move: a referee only its own, the operator any but yomite's own."""
     if p.role is Role.OPERATOR:
         if referee.startswith(SYSTEM_PREFIX) and referee != OPERATOR:

@@ -16,9 +16,9 @@ from api.errors import ApiError
 from api.models import ERRORS, AbortRequest, ChannelState, MatchLog, MatchRequest, VolumeRequest
 from audio.config import VOICE_MATCH_KEYS, with_voice_overrides
 from hall.auth import Principal
+from hall.channel import ChannelService
 from hall.config import Config
-from hall.hall import ChannelService
-from hall.runtime import PrepareMatch
+from hall.inbox import PrepareMatch
 from reader.config import with_match_overrides
 from reader.events import Abort, Bow, ClearHolds, Close, Event, ExtraCard, Start
 from reader.timeline import build_timeline

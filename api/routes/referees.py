@@ -15,8 +15,8 @@ from api.deps import Ch, Op, auth_of
 from api.errors import ApiError
 from api.models import ERRORS, JoinAnswer, JoinRequest, PinAnswer
 from hall.auth import RateLimited, TooManyReferees, fingerprint, pin_matches, pin_suspect
+from hall.channel import ChannelService
 from hall.config import Config
-from hall.hall import ChannelService
 
 log = logging.getLogger("yomite.api")
 

@@ -13,7 +13,7 @@ from api.deps import Ch, Op
 from api.errors import ApiError
 from api.models import ERRORS, SpeakerLinkAnswer
 from api.routes.referees import join_bases, qr_svg
-from hall.hall import ChannelService
+from hall.channel import ChannelService
 
 log = logging.getLogger("yomite.api")
 

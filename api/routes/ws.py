@@ -20,8 +20,9 @@ from api.protocol import CLIENT, HoldMessage, Ping, Sync
 from api.routes.holds import hold_target
 from hall.auth import VIEWER, Auth, Principal, Role
 from hall.budget import Budget
+from hall.channel import ChannelService
 from hall.config import Config
-from hall.hall import ChannelService, Hall
+from hall.hall import Hall
 from hall.hub import direct_transport
 from reader.errors import ReaderError
 from reader.events import OPERATOR, Hold, Release

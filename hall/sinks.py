@@ -1,0 +1,65 @@
+"""The outputs of the hall's channels, built from the configuration: the speakers (in an audio
+process of their own, or in this one), a null output, or none at all (said clearly)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from audio.errors import AudioError
+from audio.output.sink import NullSink, Sink
+from hall.config import ChannelConfig, Config
+
+log = logging.getLogger("yomite.hall")
+
+SinkFactory = Callable[[Config, ChannelConfig], tuple[Sink, str]]
+
+
+def device_sink(cfg: Config, device: str | int | None) -> tuple[Sink, str]:
+    """The speakers (raises AudioError if they cannot be opened), and a line saying so: in an
+    audio process of their own unless `audio.process` is false."""
+    a = cfg.audio
+    name = device if device is not None else "default"
+    if a.process:
+        from audio.output.process import ProcessSink
+
+        proc = ProcessSink(device, a.rate, blocksize=a.blocksize, latency=a.latency,
+                           fade_ms=a.fade_ms, cpu_wakeup_us=a.cpu_wakeup_us)
+        rt = "real-time" if proc.realtime else "normal priority"
+        wake = ("" if proc.cpu_wakeup_us is None
+                else f", CPU wake-up held at {proc.cpu_wakeup_us} µs")
+        return proc, (f"device {name} ({proc.blocksize} frames/block, "
+                      f"{proc.latency * 1000:.1f} ms stream latency, audio process {proc.pid}, "
+                      f"{rt}{wake})")
+    from audio.output.device import DeviceSink
+
+    sink = DeviceSink(device, a.rate, blocksize=a.blocksize, latency=a.latency,
+                      fade_ms=a.fade_ms)
+    return sink, (f"device {name} ({sink.blocksize} frames/block, "
+                  f"{sink.latency * 1000:.1f} ms stream latency)")
+
+
+class NoDevice(NullSink):
+    """Stands in for speakers that could not be opened: the match runs, no one hears it. The
+    channel says so (state `audio: "no_device"`, health, the console asks before starting)."""
+
+    def __init__(self, rate: int, reason: str, *, fade_ms: float) -> None:
+        super().__init__(rate, fade_ms=fade_ms)
+        self.reason = reason
+
+
+def default_sink(cfg: Config, ch: ChannelConfig) -> tuple[Sink, str]:
+    """The channel's speakers, or no sound (said clearly) when there is no usable device.
+    A channel read only by browser speakers runs on a wall clock (a null sink)."""
+    a = cfg.audio
+    if ch.output == "browser":
+        return (NullSink(a.rate, fade_ms=a.fade_ms),
+                "browser speakers only (server.channels[].output: browser)")
+    if a.output == "null":
+        return NullSink(a.rate, fade_ms=a.fade_ms), "null output (config audio.output: null)"
+    try:
+        return device_sink(cfg, ch.device if ch.device is not None else a.device)
+    except AudioError as e:
+        log.warning("channel %s: no audio device (%s); audio goes nowhere", ch.name, e)
+        return (NoDevice(a.rate, str(e), fade_ms=a.fade_ms),
+                f"NO AUDIO DEVICE ({e}): audio goes nowhere")
