@@ -10,8 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from audio.filesink import FileSink
-from audio.voice import make_voice
+from audio.output.filesink import FileSink
+from audio.voices.factory import make_voice
 from hall.config import Config
 from hall.runtime import carry_out, check_voice_covers
 from reader.clip import Clip
@@ -126,8 +126,8 @@ def render_voices(cfg: Config, *, colors: tuple[str, ...], progress: Progress | 
 
 def import_pack(cfg: Config, path: Path, dest: Path = Path("var/packs")) -> int:
     """Copy a pack (Wasuramoti, Shuffle100 or ours) into yomite's layout and say how to use it."""
-    from audio import catalogue
-    from audio.pack import PackVoice
+    from audio.voices import catalogue
+    from audio.voices.pack import PackVoice
 
     out = catalogue.import_pack(path, dest, rate=cfg.audio.rate,
                                 progress=lambda i, n, _s: import_progress(i, n))
