@@ -20,6 +20,21 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from api.deps import Op, Who
 from api.desk import printing as desk_print
+from api.desk.answers import (
+    AssignedMats,
+    Deleted,
+    DeskView,
+    EntriesAdded,
+    MatResult,
+    PublicView,
+    RefereesView,
+    ResultChange,
+    RoundClosed,
+    RoundStarted,
+    RoundView,
+    TournamentDocument,
+    TournamentSummary,
+)
 from api.desk.models import (
     BlockPatch,
     Blocks,
@@ -62,6 +77,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
                     (422, "a bad body or file", "invalid"))
 }
 CSV = "text/csv; charset=utf-8"
+CSV_ANSWER: dict[int | str, dict[str, Any]] = {
+    200: {"description": "the file, as an attachment", "content": {"text/csv": {}}}}
 # the routes that take a file (the JSON backup, the entries CSV): the door lets their bodies
 # reach desk.max_upload_kb, which they check themselves as they read (every other route keeps
 # server.limits.body_bytes)
@@ -111,11 +128,15 @@ async def _long_poll(request: Request, answer: Awaitable[bytes]) -> Response:
     return _json(work.result())
 
 
-# a live page's view is JSON kept per version (Desk.view_json): its schema is the pages'
-# (desk/views.py), an object
-VIEW: dict[int | str, dict[str, Any]] = {200: {
-    "description": "the view (see the desk's pages)",
-    "content": {"application/json": {"schema": {"type": "object"}}}}}
+# a live page's view is JSON kept per version (Desk.view_json), built by desk/views.py: its
+# model (api/desk/answers.py) documents it, the bytes go out as they are
+def _view_answer(model: Any, long_poll: bool = True
+                 ) -> dict[int | str, dict[str, Any]]:
+    out: dict[int | str, dict[str, Any]] = {
+        200: {"description": "the view (see the desk's pages)", "model": model}}
+    if long_poll:
+        out[204] = {"description": "the page left before the next version (a long poll)"}
+    return out
 
 
 async def _body(request: Request, limit_kb: int) -> bytes:
@@ -140,13 +161,15 @@ def _csv_response(text: str | bytes, filename: str) -> Response:
 
 
 # ---------------------------------------------------------------------- tournaments
-@router.get("", summary="The tournaments (anyone)")
+@router.get("", summary="The tournaments (anyone)",
+            response_model=list[TournamentSummary], response_model_exclude_unset=True)
 async def list_tournaments(request: Request) -> list[dict[str, Any]]:
     return [{"id": t.id, "name": t.name, "day": t.day, "players": len(t.players),
              "version": t.version} for t in desk_of(request).tournaments()]
 
 
-@router.post("", summary="Create a tournament", responses=ERRORS)
+@router.post("", summary="Create a tournament", responses=ERRORS,
+             response_model=DeskView, response_model_exclude_unset=True)
 async def create(body: NewTournament, request: Request, _p: Op) -> dict[str, Any]:
     d = desk_of(request)
     t = await d.create(body.id, body.name, body.day, body.rounds, body.cards)
@@ -154,7 +177,8 @@ async def create(body: NewTournament, request: Request, _p: Op) -> dict[str, Any
 
 
 @router.get("/assigned", summary="A referee's mats and their current matches",
-            responses=ERRORS)
+            responses=ERRORS,
+            response_model=list[AssignedMats], response_model_exclude_unset=True)
 async def assigned(request: Request, p: Who) -> list[dict[str, Any]]:
     if p.role is not Role.REFEREE:
         raise ApiError(401 if p.role is Role.VIEWER else 403, "unauthorized",
@@ -191,7 +215,8 @@ async def assigned(request: Request, p: Who) -> list[dict[str, Any]]:
 
 @router.post("/import", summary="Import a tournament from its JSON export", responses=ERRORS,
              openapi_extra={"requestBody": {"required": True, "content": {
-                 "application/json": {"schema": {"type": "object"}}}}})
+                 "application/json": {"schema": {"type": "object"}}}}},
+             response_model=DeskView, response_model_exclude_unset=True)
 async def import_tournament(request: Request, _p: Op,
                             replace: Annotated[bool, Query()] = False) -> dict[str, Any]:
     d = desk_of(request)
@@ -206,7 +231,7 @@ async def import_tournament(request: Request, _p: Op,
 
 
 @router.get("/{tid}", summary="The desk's whole view of a tournament",
-            response_class=Response, responses={**ERRORS, **VIEW})
+            response_class=Response, responses={**ERRORS, **_view_answer(DeskView)})
 async def get_tournament(tid: str, request: Request, _p: Op,
                          after: Annotated[int | None, Query(ge=-1, description=(
                              "wait until the version is past this (long poll)"))] = None
@@ -218,7 +243,8 @@ async def get_tournament(tid: str, request: Request, _p: Op,
     return await _long_poll(request, d.view_json(tid, "desk", after))
 
 
-@router.patch("/{tid}", summary="Rename, or change rounds and cards", responses=ERRORS)
+@router.patch("/{tid}", summary="Rename, or change rounds and cards", responses=ERRORS,
+              response_model=DeskView, response_model_exclude_unset=True)
 async def patch_tournament(tid: str, body: TournamentPatch, request: Request, _p: Op
                            ) -> dict[str, Any]:
     d = desk_of(request)
@@ -227,14 +253,15 @@ async def patch_tournament(tid: str, body: TournamentPatch, request: Request, _p
     return _view(d, t)
 
 
-@router.delete("/{tid}", summary="Delete a tournament (export it first)", responses=ERRORS)
+@router.delete("/{tid}", summary="Delete a tournament (export it first)", responses=ERRORS,
+               response_model=Deleted, response_model_exclude_unset=True)
 async def delete_tournament(tid: str, request: Request, _p: Op) -> dict[str, Any]:
     await desk_of(request).delete(tid)
     return {"deleted": tid}
 
 
 @router.get("/{tid}/public", summary="Standings, current pairings and next mats (anyone)",
-            response_class=Response, responses={**ERRORS, **VIEW})
+            response_class=Response, responses={**ERRORS, **_view_answer(PublicView)})
 async def public(tid: str, request: Request,
                  after: Annotated[int | None, Query(ge=-1, description=(
                      "wait until the version is past this (long poll)"))] = None
@@ -247,7 +274,8 @@ async def public(tid: str, request: Request,
 
 
 @router.get("/{tid}/export", summary="The whole tournament as one JSON document",
-            responses=ERRORS)
+            responses={**ERRORS, 200: {"model": TournamentDocument,
+                                       "description": "the document, as an attachment"}})
 async def export(tid: str, request: Request, _p: Op) -> JSONResponse:
     t = _t(request, tid)
     return JSONResponse(to_document(t), headers={
@@ -255,13 +283,15 @@ async def export(tid: str, request: Request, _p: Op) -> JSONResponse:
 
 
 @router.get("/{tid}/history", summary="Every entry and correction of a result",
-            responses=ERRORS)
+            responses=ERRORS,
+            response_model=list[ResultChange], response_model_exclude_unset=True)
 async def history(tid: str, request: Request, _p: Op) -> list[dict[str, Any]]:
     return history_view(_t(request, tid))
 
 
 # ---------------------------------------------------------------------- entries
-@router.post("/{tid}/entries", summary="Add players (or late entries)", responses=ERRORS)
+@router.post("/{tid}/entries", summary="Add players (or late entries)", responses=ERRORS,
+             response_model=EntriesAdded, response_model_exclude_unset=True)
 async def add_entries(tid: str, body: Entries, request: Request, _p: Op) -> dict[str, Any]:
     d = desk_of(request)
     try:
@@ -275,7 +305,8 @@ async def add_entries(tid: str, body: Entries, request: Request, _p: Op) -> dict
 
 @router.post("/{tid}/entries.csv", summary="Import entries from a CSV file", responses=ERRORS,
              openapi_extra={"requestBody": {"required": True, "content": {
-                 "text/csv": {"schema": {"type": "string"}}}}})
+                 "text/csv": {"schema": {"type": "string"}}}}},
+             response_model=EntriesAdded, response_model_exclude_unset=True)
 async def import_csv(tid: str, request: Request, _p: Op) -> dict[str, Any]:
     d = desk_of(request)
     d.get(tid)
@@ -288,7 +319,7 @@ async def import_csv(tid: str, request: Request, _p: Op) -> dict[str, Any]:
 
 
 @router.get("/{tid}/players.csv", summary="The entries as CSV (re-importable)",
-            response_class=Response, responses=ERRORS)
+            response_class=Response, responses={**ERRORS, **CSV_ANSWER})
 async def players_csv(tid: str, request: Request, _p: Op) -> Response:
     t = _t(request, tid)
     v = desk_view(t)
@@ -301,7 +332,8 @@ async def players_csv(tid: str, request: Request, _p: Op) -> Response:
 
 
 @router.patch("/{tid}/players/{no}", summary="Correct, move, withdraw or reinstate a player",
-              responses=ERRORS)
+              responses=ERRORS,
+              response_model=DeskView, response_model_exclude_unset=True)
 async def patch_player(tid: str, no: int, body: PlayerPatch, request: Request, _p: Op
                        ) -> dict[str, Any]:
     d = desk_of(request)
@@ -326,7 +358,8 @@ async def patch_player(tid: str, no: int, body: PlayerPatch, request: Request, _
 
 
 # ---------------------------------------------------------------------- blocks and referees
-@router.post("/{tid}/blocks/draw", summary="Draw the blocks", responses=ERRORS)
+@router.post("/{tid}/blocks/draw", summary="Draw the blocks", responses=ERRORS,
+             response_model=DeskView, response_model_exclude_unset=True)
 async def draw(tid: str, body: Draw, request: Request, _p: Op) -> dict[str, Any]:
     d = desk_of(request)
     hall = d.hall
@@ -349,7 +382,8 @@ async def draw(tid: str, body: Draw, request: Request, _p: Op) -> dict[str, Any]
 
 
 @router.patch("/{tid}/blocks/{name}", summary="A block's reader, colours and first mat",
-              responses=ERRORS)
+              responses=ERRORS,
+              response_model=DeskView, response_model_exclude_unset=True)
 async def patch_block(tid: str, name: str, body: BlockPatch, request: Request, _p: Op
                       ) -> dict[str, Any]:
     d = desk_of(request)
@@ -368,7 +402,8 @@ async def patch_block(tid: str, name: str, body: BlockPatch, request: Request, _
 
 
 @router.get("/{tid}/referees", summary="Referees of the blocks' channels and their mats",
-            responses=ERRORS)
+            responses=ERRORS,
+            response_model=RefereesView, response_model_exclude_unset=True)
 async def referees(tid: str, request: Request, _p: Op) -> dict[str, Any]:
     d = desk_of(request)
     t = d.get(tid)
@@ -379,7 +414,8 @@ async def referees(tid: str, request: Request, _p: Op) -> dict[str, Any]:
 
 
 @router.put("/{tid}/referees/{referee}", summary="The mats a referee enters results for",
-            responses=ERRORS)
+            responses=ERRORS,
+            response_model=DeskView, response_model_exclude_unset=True)
 async def assign(tid: str, referee: str, body: RefereeAssign, request: Request, _p: Op
                  ) -> dict[str, Any]:
     d = desk_of(request)
@@ -395,7 +431,8 @@ async def assign(tid: str, referee: str, body: RefereeAssign, request: Request, 
 
 # ---------------------------------------------------------------------- rounds
 @router.post("/{tid}/rounds", summary="Pair the next preliminary round of blocks",
-             responses=ERRORS)
+             responses=ERRORS,
+             response_model=DeskView, response_model_exclude_unset=True)
 async def pair(tid: str, request: Request, _p: Op, body: Blocks | None = None
                ) -> dict[str, Any]:
     d = desk_of(request)
@@ -423,7 +460,8 @@ def _pair_each(t: Tournament, body: Blocks | None,
 
 
 @router.post("/{tid}/final", summary="Pair the finals (top two of each block)",
-             responses=ERRORS)
+             responses=ERRORS,
+             response_model=DeskView, response_model_exclude_unset=True)
 async def final(tid: str, request: Request, _p: Op, body: Blocks | None = None
                 ) -> dict[str, Any]:
     d = desk_of(request)
@@ -459,7 +497,7 @@ def _paired(t: Tournament, number: int) -> None:
 # event loop when it is large (api/desk_views.py): anyone may ask for them, as often as they
 # like
 @router.get("/{tid}/rounds/{number}.csv", summary="A round's pairings and results as CSV",
-            response_class=Response, responses=ERRORS)
+            response_class=Response, responses={**ERRORS, **CSV_ANSWER})
 async def round_csv(tid: str, number: int, request: Request) -> Response:
     d = desk_of(request)
     _paired(d.get(tid), number)
@@ -468,7 +506,8 @@ async def round_csv(tid: str, number: int, request: Request) -> Response:
 
 
 @router.get("/{tid}/rounds/{number}", summary="A round of every block (anyone)",
-            response_class=Response, responses={**ERRORS, **VIEW})
+            response_class=Response,
+            responses={**ERRORS, **_view_answer(list[RoundView], long_poll=False)})
 async def get_round(tid: str, number: int, request: Request, p: Who) -> Response:
     d = desk_of(request)
     _paired(d.get(tid), number)
@@ -482,7 +521,8 @@ async def get_round(tid: str, number: int, request: Request, p: Who) -> Response
 
 
 @router.delete("/{tid}/rounds/{number}", summary="Undo a pairing that has not started",
-               responses=ERRORS)
+               responses=ERRORS,
+               response_model=DeskView, response_model_exclude_unset=True)
 async def unpair(tid: str, number: int, request: Request, _p: Op,
                  block: Annotated[str, Query(pattern=r"^[A-Z0-9]{1,4}$")]) -> dict[str, Any]:
     d = desk_of(request)
@@ -491,7 +531,8 @@ async def unpair(tid: str, number: int, request: Request, _p: Op,
 
 @router.post("/{tid}/rounds/{number}/start",
              summary="Start reading a round: each block's channel match in its colour",
-             responses=ERRORS)
+             responses=ERRORS,
+             response_model=RoundStarted, response_model_exclude_unset=True)
 async def start(tid: str, number: int, request: Request, _p: Op,
                 body: StartRound | None = None) -> dict[str, Any]:
     d = desk_of(request)
@@ -502,7 +543,8 @@ async def start(tid: str, number: int, request: Request, _p: Op,
 
 @router.post("/{tid}/rounds/{number}/close",
              summary="Rule 18: thanks and the move call on the round's finished channels",
-             responses=ERRORS)
+             responses=ERRORS,
+             response_model=RoundClosed, response_model_exclude_unset=True)
 async def close(tid: str, number: int, request: Request, _p: Op,
                 body: Blocks | None = None) -> dict[str, Any]:
     d = desk_of(request)
@@ -512,7 +554,8 @@ async def close(tid: str, number: int, request: Request, _p: Op,
 
 @router.post("/{tid}/rounds/{number}/extra-card",
              summary="Read one more card on the round's channel (a final's tie)",
-             responses=ERRORS)
+             responses=ERRORS,
+             response_model=DeskView, response_model_exclude_unset=True)
 async def extra(tid: str, number: int, body: ExtraCardRequest, request: Request, _p: Op
                 ) -> dict[str, Any]:
     d = desk_of(request)
@@ -521,7 +564,8 @@ async def extra(tid: str, number: int, body: ExtraCardRequest, request: Request,
 
 @router.post("/{tid}/rounds/{number}/confirm",
              summary="Confirm (確定) a round's results: from then on only the desk changes them",
-             responses=ERRORS)
+             responses=ERRORS,
+             response_model=DeskView, response_model_exclude_unset=True)
 async def confirm(tid: str, number: int, request: Request, _p: Op,
                   body: Blocks | None = None) -> dict[str, Any]:
     """A final above all: no next round locks its result. Every named block's round (default:
@@ -551,7 +595,8 @@ async def confirm(tid: str, number: int, request: Request, _p: Op,
 
 @router.put("/{tid}/rounds/{number}/mats/{mat}",
             summary="Enter or correct a match's result (its referee, or the operator)",
-            responses=ERRORS)
+            responses=ERRORS,
+            response_model=MatResult, response_model_exclude_unset=True)
 async def result(tid: str, number: int, mat: int, body: ResultIn, request: Request, p: Who
                  ) -> dict[str, Any]:
     d = desk_of(request)
@@ -602,7 +647,7 @@ def _standings_csv(t: Tournament) -> bytes:
 
 
 @router.get("/{tid}/standings.csv", summary="The standings as CSV", response_class=Response,
-            responses=ERRORS)
+            responses={**ERRORS, **CSV_ANSWER})
 async def standings_csv(tid: str, request: Request) -> Response:
     body = await desk_of(request).views.made(tid, "standings.csv", _standings_csv)
     return _csv_response(body, f"{tid}-standings.csv")

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
+from api.answers import PresetAnswer
 from api.deps import Ch, HallDep, Op, Who, submit, view
 from api.errors import ApiError
 from api.models import ERRORS, AbortRequest, ChannelState, MatchLog, MatchRequest, VolumeRequest
@@ -52,14 +53,15 @@ async def prepare(svc: Ch, p: Op, body: MatchRequest) -> dict[str, Any]:
     return view(svc, p)
 
 
-@router.post("/api/channels/{ch}/match/replay")
+@router.post("/api/channels/{ch}/match/replay", response_model=ChannelState,
+             response_model_exclude_unset=True)
 async def replay(svc: Ch, p: Op) -> dict[str, Any]:
     """感想戦: prepare the last match again, the same deck, order, settings and voice."""
     await submit(svc, PrepareMatch(replay=True))
     return view(svc, p)
 
 
-@router.get("/api/presets")
+@router.get("/api/presets", response_model=list[PresetAnswer], response_model_exclude_unset=True)
 async def presets(request: Request) -> list[dict[str, Any]]:
     """The presets (built-in, then config.yaml's `presets:`), each with the settings a match
     prepared with it gets: the configuration with the preset's keys on top."""
@@ -79,7 +81,8 @@ async def presets(request: Request) -> list[dict[str, Any]]:
     return out
 
 
-@router.put("/api/channels/{ch}/volume")
+@router.put("/api/channels/{ch}/volume", response_model=ChannelState,
+            response_model_exclude_unset=True)
 async def volume(svc: Ch, p: Op, body: VolumeRequest) -> dict[str, Any]:
     """The channel's volume, at once on the speaker pages and from the next clip on the
     server's own output."""

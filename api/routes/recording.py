@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse
 
+from api.answers import RecordingProgress, RecordingState, TakeSaved
 from api.deps import Op
 from api.errors import ApiError
 from api.routes.pages import STATIC
@@ -50,7 +51,7 @@ def _known(pack: RecordingPack, slot: str) -> None:
             from None
 
 
-@router.get("/api/recording")
+@router.get("/api/recording", response_model=RecordingState, response_model_exclude_unset=True)
 async def state(request: Request, _p: Op) -> dict[str, Any]:
     """Every slot (text, kana, colour, recorded or not, speech length) and the progress."""
     pack = pack_of(request)
@@ -64,7 +65,8 @@ async def state(request: Request, _p: Op) -> dict[str, Any]:
     }
 
 
-@router.put("/api/recording/slots/{a}/{b}")
+@router.put("/api/recording/slots/{a}/{b}", response_model=TakeSaved,
+            response_model_exclude_unset=True)
 async def save_take(a: str, b: str, request: Request, _p: Op) -> dict[str, Any]:
     """Keep the body (one take, as recorded: webm/opus, ogg, wav...) as the slot's recording.
     422 with what to do when it clips, is too quiet, holds no speech, lasts too long (decoding
@@ -93,7 +95,8 @@ async def save_take(a: str, b: str, request: Request, _p: Op) -> dict[str, Any]:
     return {"take": report.as_dict(), "progress": await asyncio.to_thread(pack.progress)}
 
 
-@router.get("/api/recording/slots/{a}/{b}/audio")
+@router.get("/api/recording/slots/{a}/{b}/audio", response_class=FileResponse,
+            responses={200: {"content": {"audio/flac": {}}, "description": "the take"}})
 async def take_audio(a: str, b: str, request: Request, _p: Op) -> FileResponse:
     pack = pack_of(request)
     slot = _slot(a, b)
@@ -105,7 +108,8 @@ async def take_audio(a: str, b: str, request: Request, _p: Op) -> FileResponse:
     return FileResponse(path, media_type="audio/flac", headers={"Cache-Control": "no-store"})
 
 
-@router.delete("/api/recording/slots/{a}/{b}")
+@router.delete("/api/recording/slots/{a}/{b}", response_model=RecordingProgress,
+               response_model_exclude_unset=True)
 async def delete_take(a: str, b: str, request: Request, _p: Op) -> dict[str, Any]:
     pack = pack_of(request)
     slot = _slot(a, b)

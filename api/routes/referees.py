@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from api.addresses import Candidate, candidates
+from api.answers import RemovedReferee
 from api.deps import Ch, Op, auth_of
 from api.errors import ApiError
 from api.models import ERRORS, JoinAnswer, JoinRequest, PinAnswer
@@ -53,7 +54,8 @@ async def join(svc: Ch, body: JoinRequest, request: Request) -> dict[str, Any]:
     return {"referee": ref.id, "name": ref.name, "channel": svc.name, "token": token}
 
 
-@router.delete("/api/channels/{ch}/referees/{referee}")
+@router.delete("/api/channels/{ch}/referees/{referee}", response_model=RemovedReferee,
+               response_model_exclude_unset=True)
 async def remove(svc: Ch, _p: Op, referee: str) -> dict[str, Any]:
     """Forget a referee: its token dies at once, its hand is lowered, its phone is
     disconnected (it can join again with the PIN)."""

@@ -8,6 +8,14 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from api.answers import (
+    DevicesAnswer,
+    Health,
+    PoemAnswer,
+    SessionAnswer,
+    VoicesAnswer,
+    WsProtocolAnswer,
+)
 from api.deps import HallDep, Op, Who
 from api.errors import ApiError
 from api.models import ERRORS
@@ -17,7 +25,7 @@ from reader.poems import all_poems, poem
 router = APIRouter(tags=["reference"], responses=ERRORS)
 
 
-@router.get("/api/health")
+@router.get("/api/health", response_model=Health, response_model_exclude_unset=True)
 async def health(h: HallDep, request: Request) -> dict[str, Any]:
     """Per channel: the output, `audio` ("ok", "no_device", "fault: ..."), clients, dropped
     clients, the runtime task, the fan-out lag."""
@@ -43,19 +51,19 @@ async def health(h: HallDep, request: Request) -> dict[str, Any]:
                          for n, s in h.channels.items()}}
 
 
-@router.get("/api/poems")
+@router.get("/api/poems", response_model=list[PoemAnswer], response_model_exclude_unset=True)
 async def poems() -> list[dict[str, Any]]:
     return [poem_dict(p.no) for p in all_poems()]
 
 
-@router.get("/api/poems/{no}")
+@router.get("/api/poems/{no}", response_model=PoemAnswer, response_model_exclude_unset=True)
 async def poem_one(no: int) -> dict[str, Any]:
     if not 1 <= no <= 100:
         raise ApiError(404, "no_such_poem", f"there is no poem {no}", "poems are 1..100")
     return poem_dict(no)
 
 
-@router.get("/api/voices")
+@router.get("/api/voices", response_model=VoicesAnswer, response_model_exclude_unset=True)
 async def voices(request: Request, h: HallDep) -> dict[str, Any]:
     from audio.voices.catalogue import list_voices
 
@@ -64,7 +72,7 @@ async def voices(request: Request, h: HallDep) -> dict[str, Any]:
             "voices": await asyncio.to_thread(list_voices, config.voice)}
 
 
-@router.get("/api/devices")
+@router.get("/api/devices", response_model=DevicesAnswer, response_model_exclude_unset=True)
 async def devices(_p: Op) -> dict[str, Any]:
     from audio.output.device import list_devices
 
@@ -75,7 +83,8 @@ async def devices(_p: Op) -> dict[str, Any]:
     return {"devices": [asdict(d) for d in devs]}
 
 
-@router.get("/api/ws-protocol.json")
+@router.get("/api/ws-protocol.json", response_model=WsProtocolAnswer,
+            response_model_exclude_unset=True)
 async def ws_protocol() -> dict[str, Any]:
     """The WebSocket protocol of /ws/channels/{ch} as a JSON Schema: what the server sends
     (hello, state, pong, error) and what a client may send (hold, release, ping)."""
@@ -84,7 +93,7 @@ async def ws_protocol() -> dict[str, Any]:
     return protocol_schema()
 
 
-@router.get("/api/session")
+@router.get("/api/session", response_model=SessionAnswer, response_model_exclude_unset=True)
 async def session(p: Who) -> dict[str, Any]:
     """Who the bearer token is: viewer, referee (with its channel and id) or operator."""
     return {"role": p.role.value, "channel": p.channel, "referee": p.referee, "name": p.name}
