@@ -331,10 +331,10 @@ def test_idle_connections_give_way_to_a_new_one(quick: Server):
 
 # ---------------------------------------------------------------------- the adapter
 def test_the_uvicorn_hooks_the_door_relies_on_exist():
-    """The door subclasses uvicorn's protocols (api/guards.py): a hook renamed by a new
+    """The door subclasses uvicorn's protocols (api/serverglue.py): a hook renamed by a new
     uvicorn would silently never be called. Every method the subclasses override, and every
     attribute they read, must exist on the classes they extend."""
-    from api.guards import uvicorn_options
+    from api.serverglue import uvicorn_options
 
     opts = uvicorn_options(Config(), open_files=4096)
     for cls in (opts["http"], opts["ws"]):
@@ -365,8 +365,8 @@ def test_the_uvicorn_hooks_the_door_relies_on_exist():
 
 
 def test_doors_hold_what_the_caps_allow_and_idle_connections_give_way():
-    """The door's accounting alone (api.guards.Doors), with stand-in transports."""
-    from api.guards import Doors
+    """The door's accounting alone (api.doors.Doors), with stand-in transports."""
+    from api.doors import Doors
 
     closed: list[str] = []
     doors = Doors(total=4, per_address=2, exempt=lambda a: a == "10.0.0.9")
@@ -397,7 +397,7 @@ def test_doors_hold_what_the_caps_allow_and_idle_connections_give_way():
 
 
 def test_door_limits_keep_a_reserve_below_the_open_files_limit():
-    from api.guards import door_limits
+    from api.doors import door_limits
 
     lim = Config().server.limits
     debian = door_limits(lim, 1024)
