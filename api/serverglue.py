@@ -23,11 +23,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from typing import Any
+from typing import Any, cast
+
+from fastapi import WebSocket
 
 from api.doors import Doors, address_of, door_limits, exempt_addresses
 from api.guards import error_body
 from hall.config import Config, LimitsConfig
+from hall.hub import Transport
 
 
 def _refusal(status: bytes, code: str, detail: str, hint: str, *extra: bytes) -> bytes:
@@ -305,3 +308,48 @@ def uvicorn_options(config: Config, open_files: int | None = None) -> dict[str, 
         "timeout_graceful_shutdown": 5,
     }
 
+
+# ---------------------------------------------------------------------- the hub's direct path
+_SANSIO = "uvicorn.protocols.websockets.websockets_sansio_impl"
+
+
+def _sansio_protocol(send: Any, depth: int = 6) -> Any:
+    """The protocol object `send` ends in: Starlette and FastAPI wrap the server's ASGI send in
+    closures (`sender`) that only pass messages on."""
+    owner = getattr(send, "__self__", None)
+    # uvicorn's class, or the door's subclass of it (above)
+    if owner is not None and any(c.__module__ == _SANSIO for c in type(owner).__mro__):
+        return owner
+    if depth == 0:
+        return None
+    for cell in getattr(send, "__closure__", None) or ():
+        try:
+            inner = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if callable(inner):
+            found = _sansio_protocol(inner, depth - 1)
+            if found is not None:
+                return found
+    return None
+
+
+def direct_transport(websocket: WebSocket) -> Transport | None:
+    """The socket under an accepted WebSocket, when frames may be written to it directly: the
+    server's ASGI `send` (Starlette keeps it as `_send`) belongs to uvicorn's sans-I/O
+    protocol, its handshake is done and no extension (compression) was negotiated, so a frame
+    is the same bytes for every client. Else None (another server, a test client): the hub
+    then sends through ASGI."""
+    proto = _sansio_protocol(getattr(websocket, "_send", None))
+    if proto is None:
+        return None
+    transport = getattr(proto, "transport", None)
+    conn = getattr(proto, "conn", None)
+    if not getattr(proto, "handshake_complete", False) or conn is None \
+            or getattr(conn, "extensions", None) or transport is None:
+        return None
+    # uvloop's transports are not asyncio.WriteTransport subclasses, but have its methods
+    if all(callable(getattr(transport, m, None))
+           for m in ("write", "is_closing", "get_write_buffer_size", "abort")):
+        return cast(Transport, transport)
+    return None
