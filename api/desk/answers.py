@@ -123,6 +123,7 @@ class MatResult(Open):
     players: list[dict[str, Any]]
     result: dict[str, Any] | None
     outcome: list[str] | None
+    referee: dict[str, Any] | None = Field(None, description="the mat's referee, if assigned")
     round: int
     block: str
     final: bool

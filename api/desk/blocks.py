@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import secrets
-from typing import Any
 
 from fastapi import APIRouter, Request
 
@@ -38,12 +37,12 @@ router = APIRouter(prefix=PREFIX, tags=["tournaments"])
 @router.get("/assigned", summary="A referee's mats and their current matches",
             responses=ERRORS,
             response_model=list[AssignedMats], response_model_exclude_unset=True)
-async def assigned(request: Request, p: Who) -> list[dict[str, Any]]:
+async def assigned(request: Request, p: Who) -> list[AssignedMats]:
     if p.role is not Role.REFEREE:
         raise ApiError(401 if p.role is Role.VIEWER else 403, "unauthorized",
                        "this is a referee's list of mats: send the referee's token",
                        "join a channel as a referee first")
-    out = []
+    out: list[AssignedMats] = []
     for t in desk_of(request).tournaments():
         mine = next((x for x in t.referees if x.referee == p.referee), None)
         if mine is None:
@@ -67,14 +66,14 @@ async def assigned(request: Request, p: Who) -> list[dict[str, Any]]:
                             "closed": later or r.confirmed is not None,
                             "confirmed": r.confirmed is not None,
                             "flags": [f for f in rv["flags"] if f["mat"] == mat]})
-        out.append({"tournament": t.id, "name": t.name, "version": t.version,
-                    "mats": list(mine.mats), "matches": matches})
+        out.append(AssignedMats(tournament=t.id, name=t.name, version=t.version,
+                                mats=list(mine.mats), matches=matches))
     return out
 
 
 @router.post("/{tid}/blocks/draw", summary="Draw the blocks", responses=ERRORS,
              response_model=DeskView, response_model_exclude_unset=True)
-async def draw(tid: str, body: Draw, request: Request, _p: Op) -> dict[str, Any]:
+async def draw(tid: str, body: Draw, request: Request, _p: Op) -> DeskView:
     d = desk_of(request)
     hall = d.hall
     channels = body.channels
@@ -99,7 +98,7 @@ async def draw(tid: str, body: Draw, request: Request, _p: Op) -> dict[str, Any]
               responses=ERRORS,
               response_model=DeskView, response_model_exclude_unset=True)
 async def patch_block(tid: str, name: str, body: BlockPatch, request: Request, _p: Op
-                      ) -> dict[str, Any]:
+                      ) -> DeskView:
     d = desk_of(request)
     if body.channel is not None and d.hall is not None and body.channel not in d.hall.channels:
         raise Invalid(f"no channel {body.channel!r} in this hall",
@@ -118,20 +117,20 @@ async def patch_block(tid: str, name: str, body: BlockPatch, request: Request, _
 @router.get("/{tid}/referees", summary="Referees of the blocks' channels and their mats",
             responses=ERRORS,
             response_model=RefereesView, response_model_exclude_unset=True)
-async def referees(tid: str, request: Request, _p: Op) -> dict[str, Any]:
+async def referees(tid: str, request: Request, _p: Op) -> RefereesView:
     d = desk_of(request)
     t = d.get(tid)
     channels = sorted({b.channel for b in t.blocks if b.channel})
-    return {"assigned": [{"referee": x.referee, "name": x.name, "channel": x.channel,
-                          "mats": list(x.mats)} for x in t.referees],
-            "channels": {c: d.block_of_channel_referee(c) for c in channels}}
+    return RefereesView(assigned=[{"referee": x.referee, "name": x.name, "channel": x.channel,
+                                   "mats": list(x.mats)} for x in t.referees],
+                        channels={c: d.block_of_channel_referee(c) for c in channels})
 
 
 @router.put("/{tid}/referees/{referee}", summary="The mats a referee enters results for",
             responses=ERRORS,
             response_model=DeskView, response_model_exclude_unset=True)
 async def assign(tid: str, referee: str, body: RefereeAssign, request: Request, _p: Op
-                 ) -> dict[str, Any]:
+                 ) -> DeskView:
     d = desk_of(request)
     auth = request.app.state.auth
     ref = auth.referee(referee)

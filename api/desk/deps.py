@@ -11,6 +11,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import Response
 
+from api.desk.answers import DeskView
 from api.errors import ApiError
 from desk.errors import NotFound
 from desk.model import Tournament
@@ -48,11 +49,12 @@ def tournament_of(request: Request, tid: str) -> Tournament:
     return desk_of(request).get(tid)
 
 
-def desk_answer(d: Desk, t: Tournament) -> dict[str, Any]:
+def desk_answer(d: Desk, t: Tournament) -> DeskView:
+    """The desk's view of `t`, each round with its channel's reading (`live`)."""
     v = desk_view(t)
     for rv, r in zip(v["rounds"], t.rounds, strict=True):
         rv["live"] = d.reading_state(r)
-    return v
+    return DeskView.model_validate(v)
 
 
 def json_answer(body: bytes) -> Response:

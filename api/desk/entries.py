@@ -3,8 +3,6 @@ the entries as CSV."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
@@ -38,7 +36,7 @@ router = APIRouter(prefix=PREFIX, tags=["tournaments"])
 
 @router.post("/{tid}/entries", summary="Add players (or late entries)", responses=ERRORS,
              response_model=EntriesAdded, response_model_exclude_unset=True)
-async def add_entries(tid: str, body: Entries, request: Request, _p: Op) -> dict[str, Any]:
+async def add_entries(tid: str, body: Entries, request: Request, _p: Op) -> EntriesAdded:
     d = desk_of(request)
     try:
         es = [entry(e.name, e.furigana, e.club, e.grade, e.block) for e in body.players]
@@ -46,22 +44,22 @@ async def add_entries(tid: str, body: Entries, request: Request, _p: Op) -> dict
         raise Invalid(str(e), "correct the entry") from None
     before = len(d.get(tid).players)
     t = await d.change(tid, lambda t: ops.add_players(t, es, late=body.late))
-    return {"added": [p.no for p in t.players[before:]], "tournament": desk_answer(d, t)}
+    return EntriesAdded(added=[p.no for p in t.players[before:]], tournament=desk_answer(d, t))
 
 
 @router.post("/{tid}/entries.csv", summary="Import entries from a CSV file", responses=ERRORS,
              openapi_extra={"requestBody": {"required": True, "content": {
                  "text/csv": {"schema": {"type": "string"}}}}},
              response_model=EntriesAdded, response_model_exclude_unset=True)
-async def import_csv(tid: str, request: Request, _p: Op) -> dict[str, Any]:
+async def import_csv(tid: str, request: Request, _p: Op) -> EntriesAdded:
     d = desk_of(request)
     d.get(tid)
     raw = await read_body(request, d.config.desk.max_upload_kb)
     es, warnings = read_entries(raw)
     before = len(d.get(tid).players)
     t = await d.change(tid, lambda t: ops.add_players(t, es))
-    return {"added": [p.no for p in t.players[before:]], "warnings": warnings,
-            "tournament": desk_answer(d, t)}
+    return EntriesAdded(added=[p.no for p in t.players[before:]], warnings=warnings,
+                        tournament=desk_answer(d, t))
 
 
 @router.get("/{tid}/players.csv", summary="The entries as CSV (re-importable)",
@@ -81,7 +79,7 @@ async def players_csv(tid: str, request: Request, _p: Op) -> Response:
               responses=ERRORS,
               response_model=DeskView, response_model_exclude_unset=True)
 async def patch_player(tid: str, no: int, body: PlayerPatch, request: Request, _p: Op
-                       ) -> dict[str, Any]:
+                       ) -> DeskView:
     d = desk_of(request)
 
     def op(t: Tournament) -> ops.Change:

@@ -3,8 +3,6 @@ the standings as CSV."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
@@ -39,7 +37,7 @@ router = APIRouter(prefix=PREFIX, tags=["tournaments"])
             responses=ERRORS,
             response_model=MatResult, response_model_exclude_unset=True)
 async def result(tid: str, number: int, mat: int, body: ResultIn, request: Request, p: Who
-                 ) -> dict[str, Any]:
+                 ) -> MatResult:
     d = desk_of(request)
     referee = _result_author(p)
     by = "operator" if referee is None else f"referee {p.referee} {p.name}"
@@ -57,9 +55,10 @@ async def result(tid: str, number: int, mat: int, body: ResultIn, request: Reque
             extra_card = f"not read: {e.detail}"
     rv = round_view(t, ops.locate(t, number, mat)[0])
     mv = next(x for x in rv["matches"] if x["mat"] == mat)
-    return {**mv, "round": number, "block": r.block, "final": r.final, "version": t.version,
-            "cards_read": rv["cards_read"], "extra_card": extra_card,
-            "flags": [f for f in rv["flags"] if f["mat"] == mat]}
+    return MatResult.model_validate({
+        **mv, "round": number, "block": r.block, "final": r.final, "version": t.version,
+        "cards_read": rv["cards_read"], "extra_card": extra_card,
+        "flags": [f for f in rv["flags"] if f["mat"] == mat]})
 
 
 def _result_author(p: Principal) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
@@ -51,7 +51,7 @@ router = APIRouter(prefix=PREFIX, tags=["tournaments"])
              responses=ERRORS,
              response_model=DeskView, response_model_exclude_unset=True)
 async def pair(tid: str, request: Request, _p: Op, body: Blocks | None = None
-               ) -> dict[str, Any]:
+               ) -> DeskView:
     d = desk_of(request)
     at = now_iso()
 
@@ -80,7 +80,7 @@ def _pair_each(t: Tournament, body: Blocks | None,
              responses=ERRORS,
              response_model=DeskView, response_model_exclude_unset=True)
 async def final(tid: str, request: Request, _p: Op, body: Blocks | None = None
-                ) -> dict[str, Any]:
+                ) -> DeskView:
     d = desk_of(request)
     at = now_iso()
 
@@ -137,7 +137,7 @@ async def get_round(tid: str, number: int, request: Request, p: Who) -> Response
                responses=ERRORS,
                response_model=DeskView, response_model_exclude_unset=True)
 async def unpair(tid: str, number: int, request: Request, _p: Op,
-                 block: Annotated[str, Query(pattern=r"^[A-Z0-9]{1,4}$")]) -> dict[str, Any]:
+                 block: Annotated[str, Query(pattern=r"^[A-Z0-9]{1,4}$")]) -> DeskView:
     d = desk_of(request)
     return desk_answer(d, await d.change(tid, lambda t: ops.unpair(t, block, number)))
 
@@ -147,11 +147,11 @@ async def unpair(tid: str, number: int, request: Request, _p: Op,
              responses=ERRORS,
              response_model=RoundStarted, response_model_exclude_unset=True)
 async def start(tid: str, number: int, request: Request, _p: Op,
-                body: StartRound | None = None) -> dict[str, Any]:
+                body: StartRound | None = None) -> RoundStarted:
     d = desk_of(request)
     t, started = await d.start_round(tid, number, body.blocks if body else None,
                                      again=body.again if body else False)
-    return {"started": started, "tournament": desk_answer(d, t)}
+    return RoundStarted(started=started, tournament=desk_answer(d, t))
 
 
 @router.post("/{tid}/rounds/{number}/close",
@@ -159,10 +159,10 @@ async def start(tid: str, number: int, request: Request, _p: Op,
              responses=ERRORS,
              response_model=RoundClosed, response_model_exclude_unset=True)
 async def close(tid: str, number: int, request: Request, _p: Op,
-                body: Blocks | None = None) -> dict[str, Any]:
+                body: Blocks | None = None) -> RoundClosed:
     d = desk_of(request)
     closed = await d.close_round(tid, number, body.blocks if body and body.blocks else None)
-    return {"closed": closed, "tournament": desk_answer(d, d.get(tid))}
+    return RoundClosed(closed=closed, tournament=desk_answer(d, d.get(tid)))
 
 
 @router.post("/{tid}/rounds/{number}/extra-card",
@@ -170,7 +170,7 @@ async def close(tid: str, number: int, request: Request, _p: Op,
              responses=ERRORS,
              response_model=DeskView, response_model_exclude_unset=True)
 async def extra(tid: str, number: int, body: ExtraCardRequest, request: Request, _p: Op
-                ) -> dict[str, Any]:
+                ) -> DeskView:
     d = desk_of(request)
     return desk_answer(d, await d.extra_card(tid, number, body.block))
 
@@ -180,7 +180,7 @@ async def extra(tid: str, number: int, body: ExtraCardRequest, request: Request,
              responses=ERRORS,
              response_model=DeskView, response_model_exclude_unset=True)
 async def confirm(tid: str, number: int, request: Request, _p: Op,
-                  body: Blocks | None = None) -> dict[str, Any]:
+                  body: Blocks | None = None) -> DeskView:
     """A final above all: no next round locks its result. Every named block's round (default:
     every block whose round `number` is complete and not yet confirmed)."""
     d = desk_of(request)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
@@ -43,14 +43,14 @@ router = APIRouter(prefix=PREFIX, tags=["tournaments"])
 
 @router.get("", summary="The tournaments (anyone)",
             response_model=list[TournamentSummary], response_model_exclude_unset=True)
-async def list_tournaments(request: Request) -> list[dict[str, Any]]:
-    return [{"id": t.id, "name": t.name, "day": t.day, "players": len(t.players),
-             "version": t.version} for t in desk_of(request).tournaments()]
+async def list_tournaments(request: Request) -> list[TournamentSummary]:
+    return [TournamentSummary(id=t.id, name=t.name, day=t.day, players=len(t.players),
+                              version=t.version) for t in desk_of(request).tournaments()]
 
 
 @router.post("", summary="Create a tournament", responses=ERRORS,
              response_model=DeskView, response_model_exclude_unset=True)
-async def create(body: NewTournament, request: Request, _p: Op) -> dict[str, Any]:
+async def create(body: NewTournament, request: Request, _p: Op) -> DeskView:
     d = desk_of(request)
     t = await d.create(body.id, body.name, body.day, body.rounds, body.cards)
     return desk_answer(d, t)
@@ -61,7 +61,7 @@ async def create(body: NewTournament, request: Request, _p: Op) -> dict[str, Any
                  "application/json": {"schema": {"type": "object"}}}}},
              response_model=DeskView, response_model_exclude_unset=True)
 async def import_tournament(request: Request, _p: Op,
-                            replace: Annotated[bool, Query()] = False) -> dict[str, Any]:
+                            replace: Annotated[bool, Query()] = False) -> DeskView:
     d = desk_of(request)
     raw = await read_body(request, d.config.desk.max_upload_kb)
     try:
@@ -89,7 +89,7 @@ async def get_tournament(tid: str, request: Request, _p: Op,
 @router.patch("/{tid}", summary="Rename, or change rounds and cards", responses=ERRORS,
               response_model=DeskView, response_model_exclude_unset=True)
 async def patch_tournament(tid: str, body: TournamentPatch, request: Request, _p: Op
-                           ) -> dict[str, Any]:
+                           ) -> DeskView:
     d = desk_of(request)
     t = await d.change(tid, lambda t: ops.change_settings(t, name=body.name, day=body.day,
                                                          rounds=body.rounds, cards=body.cards))
@@ -98,9 +98,9 @@ async def patch_tournament(tid: str, body: TournamentPatch, request: Request, _p
 
 @router.delete("/{tid}", summary="Delete a tournament (export it first)", responses=ERRORS,
                response_model=Deleted, response_model_exclude_unset=True)
-async def delete_tournament(tid: str, request: Request, _p: Op) -> dict[str, Any]:
+async def delete_tournament(tid: str, request: Request, _p: Op) -> Deleted:
     await desk_of(request).delete(tid)
-    return {"deleted": tid}
+    return Deleted(deleted=tid)
 
 
 @router.get("/{tid}/public", summary="Standings, current pairings and next mats (anyone)",
@@ -128,5 +128,5 @@ async def export(tid: str, request: Request, _p: Op) -> JSONResponse:
 @router.get("/{tid}/history", summary="Every entry and correction of a result",
             responses=ERRORS,
             response_model=list[ResultChange], response_model_exclude_unset=True)
-async def history(tid: str, request: Request, _p: Op) -> list[dict[str, Any]]:
-    return history_view(tournament_of(request, tid))
+async def history(tid: str, request: Request, _p: Op) -> list[ResultChange]:
+    return [ResultChange.model_validate(c) for c in history_view(tournament_of(request, tid))]
