@@ -2,7 +2,8 @@
 
 Publishing serialises a state once per audience (operator, public). Then, for each client:
 
-- On uvicorn's sans-I/O WebSocket protocol without compression (how `yomite serve` runs), the
+- Where the edge gives a client's socket (`Transport`: on uvicorn's sans-I/O WebSocket
+  protocol without compression, how `yomite serve` runs; see api/serverglue.py), the
   text is framed once per audience (a server frame is not masked, so every client gets the very
   same bytes) and written straight to each client's transport: no task, queue or protocol
   object per send, which is what a thousand phones cost (about 50 µs each through ASGI). The
@@ -27,52 +28,25 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Protocol
 
 log = logging.getLogger("yomite.hub")
 
-FLOW_HIGH_WATER = 64 << 10  # uvicorn pauses an ASGI writer at this much unsent
-_SANSIO = "uvicorn.protocols.websockets.websockets_sansio_impl"
+# the hub drops a direct client that has queue_size states unsent past this much in its
+# transport's buffer: where uvicorn's ASGI flow control pauses a writer (the contract test,
+# tests/test_serverglue.py, checks they agree)
+FLOW_HIGH_WATER = 64 << 10
 
 
-def _sansio_protocol(send: Any, depth: int = 6) -> Any:
-    """The protocol object `send` ends in: Starlette and FastAPI wrap the server's ASGI send in
-    closures (`sender`) that only pass messages on."""
-    owner = getattr(send, "__self__", None)
-    # uvicorn's class, or the door's subclass of it (api/guards.py)
-    if owner is not None and any(c.__module__ == _SANSIO for c in type(owner).__mro__):
-        return owner
-    if depth == 0:
-        return None
-    for cell in getattr(send, "__closure__", None) or ():
-        try:
-            inner = cell.cell_contents
-        except ValueError:  # an empty cell
-            continue
-        if callable(inner):
-            found = _sansio_protocol(inner, depth - 1)
-            if found is not None:
-                return found
-    return None
+class Transport(Protocol):
+    """A client's socket, written to directly: the edge finds it under an accepted WebSocket
+    when a frame may go straight to it (api/serverglue.py's `direct_transport`)."""
 
+    def write(self, data: bytes) -> None: ...
+    def is_closing(self) -> bool: ...
+    def get_write_buffer_size(self) -> int: ...
+    def abort(self) -> None: ...
 
-def direct_transport(send: Callable[..., Any]) -> asyncio.WriteTransport | None:
-    """The socket under an accepted WebSocket, when frames may be written to it directly: the
-    ASGI `send` belongs to uvicorn's sans-I/O protocol, its handshake is done and no extension
-    (compression) was negotiated, so a frame is the same bytes for every client. Else None."""
-    proto = _sansio_protocol(send)
-    if proto is None:
-        return None
-    transport = getattr(proto, "transport", None)
-    conn = getattr(proto, "conn", None)
-    if not getattr(proto, "handshake_complete", False) or conn is None \
-            or getattr(conn, "extensions", None) or transport is None:
-        return None
-    # uvloop's transports are not asyncio.WriteTransport subclasses, but have its methods
-    if all(callable(getattr(transport, m, None))
-           for m in ("write", "is_closing", "get_write_buffer_size")):
-        return cast(asyncio.WriteTransport, transport)
-    return None
 
 Send = Callable[[str], Awaitable[None]]
 Close = Callable[[int, str], Awaitable[None]]
@@ -88,7 +62,7 @@ class Client:
     name: str = ""
     speaker: bool = False  # a /speaker page: also gets the channel's audio schedule
     lags: deque[float] | None = None  # the hub's: publish -> handed to this socket, seconds
-    transport: asyncio.WriteTransport | None = None  # the direct path (see the module doc)
+    transport: Transport | None = None  # the direct path (see the module doc)
     queue: asyncio.Queue[tuple[str, float]] = field(init=False)
     task: asyncio.Task[None] | None = None
     dropped: bool = False
@@ -148,7 +122,7 @@ class Hub:
 
     def add(self, send: Send, close: Close, *, operator: bool, referee: str | None = None,
             name: str = "", speaker: bool = False,
-            transport: asyncio.WriteTransport | None = None) -> Client:
+            transport: Transport | None = None) -> Client:
         """A client; with `transport` (see `direct_transport`), states are written straight to
         it, else through `send` by a writer task. A `speaker` also gets the audio schedule."""
         c = Client(send, close, operator, self.queue_size, referee, name, speaker, self.lags,

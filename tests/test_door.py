@@ -329,44 +329,11 @@ def test_idle_connections_give_way_to_a_new_one(quick: Server):
             c.close()
 
 
-# ---------------------------------------------------------------------- the adapter
-def test_the_uvicorn_hooks_the_door_relies_on_exist():
-    """The door subclasses uvicorn's protocols (api/guards.py): a hook renamed by a new
-    uvicorn would silently never be called. Every method the subclasses override, and every
-    attribute they read, must exist on the classes they extend."""
-    from api.guards import uvicorn_options
-
-    opts = uvicorn_options(Config(), open_files=4096)
-    for cls in (opts["http"], opts["ws"]):
-        base = cls.__mro__[1]
-        for name in cls.__dict__:
-            if callable(cls.__dict__[name]) and not name.startswith(("_yh", "__")):
-                assert hasattr(base, name), f"{base.__qualname__} has no {name}"
-    import uvicorn
-    from uvicorn.server import ServerState
-
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        pass
-
-    cfg = uvicorn.Config(app, **opts)
-    assert cfg.timeout_keep_alive == Config().server.limits.keep_alive_s
-    assert cfg.ws_ping_interval == cfg.ws_ping_timeout == Config().server.limits.ws_ping_s
-    # the instance attributes they read
-    loop = asyncio.new_event_loop()
-    try:
-        http = opts["http"](config=cfg, server_state=ServerState(), app_state={}, _loop=loop)
-        for name in ("cycle", "pipeline", "flow", "parser", "loop", "client", "transport"):
-            assert hasattr(http, name), name
-        ws = opts["ws"](config=cfg, server_state=ServerState(), app_state={}, _loop=loop)
-        for name in ("queue", "read_paused", "close_sent", "conn", "transport"):
-            assert hasattr(ws, name), name
-    finally:
-        loop.close()
-
-
+# ---------------------------------------------------------------------- the accounting
+# (the uvicorn hooks the door relies on: tests/test_serverglue.py)
 def test_doors_hold_what_the_caps_allow_and_idle_connections_give_way():
-    """The door's accounting alone (api.guards.Doors), with stand-in transports."""
-    from api.guards import Doors
+    """The door's accounting alone (api.doors.Doors), with stand-in transports."""
+    from api.doors import Doors
 
     closed: list[str] = []
     doors = Doors(total=4, per_address=2, exempt=lambda a: a == "10.0.0.9")
@@ -397,7 +364,7 @@ def test_doors_hold_what_the_caps_allow_and_idle_connections_give_way():
 
 
 def test_door_limits_keep_a_reserve_below_the_open_files_limit():
-    from api.guards import door_limits
+    from api.doors import door_limits
 
     lim = Config().server.limits
     debian = door_limits(lim, 1024)

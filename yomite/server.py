@@ -14,7 +14,7 @@ import uvicorn
 
 from api.addresses import Candidate, candidates
 from api.app import create_app
-from api.guards import uvicorn_options
+from api.serverglue import uvicorn_options
 from hall.config import Config
 from hall.hall import Hall
 from yomite.startup import bind, lock_journal, raise_open_files
@@ -153,7 +153,7 @@ def serve(config: Config, host: str | None = None, port: int | None = None) -> i
     app = create_app(config, on_ready=ready, listen=(h, bound))
     # no per-message compression: on a hall's LAN it costs more CPU than it saves, and it
     # would make each phone's frame different (api/hub.py writes one frame to all)
-    # (the WebSocket protocol is the door's subclass of uvicorn's sans-I/O one: api/guards.py)
+    # (the WebSocket protocol is the door's subclass of uvicorn's sans-I/O one: api/serverglue.py)
     ucfg = uvicorn.Config(app, log_level="info", ws_max_size=65536,
                           ws_per_message_deflate=False, **options)
     for name in ("uvicorn.access", "uvicorn.error", "uvicorn"):

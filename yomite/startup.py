@@ -18,7 +18,7 @@ class StartupError(Exception):
 def raise_open_files(most: int = 65536) -> int:
     """Raise this process's soft limit on open files to its hard limit (at most `most`: the
     door's caps never need more) where allowed; returns the soft limit it runs with. Debian
-    starts a service with 1,024, and the door sizes its caps from this (api.guards)."""
+    starts a service with 1,024, and the door sizes its caps from this (api.doors)."""
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

@@ -32,13 +32,13 @@ def _files(svc: ChannelService) -> list[Path]:
     return sorted(svc.runtime.journal_dir.glob("*.jsonl"), reverse=True)
 
 
-def summary(path: Path, current: Path | None) -> dict[str, Any]:
+def summary(path: Path, current: Path | None) -> HistoryEntry:
     """One line of the history: when, which deck, how far it went."""
     base: dict[str, Any] = {"id": path.stem, "current": path == current}
     try:
         c = read_journal(path, replayable=False)
     except (JournalError, OSError, ValueError) as e:
-        return {**base, "error": str(e)}
+        return HistoryEntry.model_validate({**base, "error": str(e)})
     h = c.header
     deck = h.get("deck", {})
     wall = h.get("wall")
@@ -54,16 +54,17 @@ def summary(path: Path, current: Path | None) -> dict[str, Any]:
     try:
         read = sum(isinstance(f, CardRead) for r in c.records for f in facts_of(r))
     except JournalError as e:
-        return {**base, "error": str(e)}
-    return {**base, "version": h.get("version"), "prepared_at": wall, "started_at": started_at,
-            "seed": deck.get("seed"), "colors": deck.get("colors", []), "cards": h.get("cards"),
-            "cards_read": read, "phase": c.records[-1].get("phase") if c.records else "ready",
-            "records": len(c.records)}
+        return HistoryEntry.model_validate({**base, "error": str(e)})
+    return HistoryEntry.model_validate({
+        **base, "version": h.get("version"), "prepared_at": wall, "started_at": started_at,
+        "seed": deck.get("seed"), "colors": deck.get("colors", []), "cards": h.get("cards"),
+        "cards_read": read, "phase": c.records[-1].get("phase") if c.records else "ready",
+        "records": len(c.records)})
 
 
 @router.get("/api/channels/{ch}/matches", response_model=list[HistoryEntry])
 async def history(svc: Ch, _p: Op,
-                  limit: Annotated[int, Query(ge=1, le=500)] = 50) -> list[dict[str, Any]]:
+                  limit: Annotated[int, Query(ge=1, le=500)] = 50) -> list[HistoryEntry]:
     """The channel's matches, newest first: `id`, `prepared_at` and `started_at` (wall
     clock, UTC), seed, colours, cards planned and read, the last phase, and which one is the
     current match."""

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
+from api.answers import PresetAnswer, PresetSets
 from api.deps import Ch, HallDep, Op, Who, submit, view
 from api.errors import ApiError
 from api.models import ERRORS, AbortRequest, ChannelState, MatchLog, MatchRequest, VolumeRequest
@@ -52,15 +53,16 @@ async def prepare(svc: Ch, p: Op, body: MatchRequest) -> dict[str, Any]:
     return view(svc, p)
 
 
-@router.post("/api/channels/{ch}/match/replay")
+@router.post("/api/channels/{ch}/match/replay", response_model=ChannelState,
+             response_model_exclude_unset=True)
 async def replay(svc: Ch, p: Op) -> dict[str, Any]:
     """感想戦: prepare the last match again, the same deck, order, settings and voice."""
     await submit(svc, PrepareMatch(replay=True))
     return view(svc, p)
 
 
-@router.get("/api/presets")
-async def presets(request: Request) -> list[dict[str, Any]]:
+@router.get("/api/presets", response_model=list[PresetAnswer], response_model_exclude_unset=True)
+async def presets(request: Request) -> list[PresetAnswer]:
     """The presets (built-in, then config.yaml's `presets:`), each with the settings a match
     prepared with it gets: the configuration with the preset's keys on top."""
     config: Config = request.app.state.config
@@ -68,18 +70,19 @@ async def presets(request: Request) -> list[dict[str, Any]]:
     for pid, pr in config.all_presets().items():
         m = with_match_overrides(config.match, pr.match)
         v = with_voice_overrides(config.voice, pr.voice)
-        out.append({"id": pid, "label": pr.label, "label_en": pr.label_en or pr.label,
-                    "description": pr.description,
-                    "description_en": pr.description_en or pr.description,
-                    "sets": {"match": pr.match, "voice": pr.voice},
-                    "match": {"cards": m.cards, "memorise_s": m.memorise_s,
-                              "lower_verse_times": m.lower_verse_times,
-                              "gaps": m.gaps.model_dump(mode="json")},
-                    "voice": {k: getattr(v, k) for k in VOICE_MATCH_KEYS}})
+        out.append(PresetAnswer(
+            id=pid, label=pr.label, label_en=pr.label_en or pr.label,
+            description=pr.description, description_en=pr.description_en or pr.description,
+            sets=PresetSets(match=pr.match, voice=pr.voice),
+            match={"cards": m.cards, "memorise_s": m.memorise_s,
+                   "lower_verse_times": m.lower_verse_times,
+                   "gaps": m.gaps.model_dump(mode="json")},
+            voice={k: getattr(v, k) for k in VOICE_MATCH_KEYS}))
     return out
 
 
-@router.put("/api/channels/{ch}/volume")
+@router.put("/api/channels/{ch}/volume", response_model=ChannelState,
+            response_model_exclude_unset=True)
 async def volume(svc: Ch, p: Op, body: VolumeRequest) -> dict[str, Any]:
     """The channel's volume, at once on the speaker pages and from the next clip on the
     server's own output."""

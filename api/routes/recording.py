@@ -9,11 +9,11 @@ updated at once: a pack in progress reads every match whose deck it covers.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse
 
+from api.answers import RecordingLimits, RecordingProgress, RecordingState, TakeSaved
 from api.deps import Op
 from api.errors import ApiError
 from api.routes.pages import page_response
@@ -49,22 +49,23 @@ def _known(pack: RecordingPack, slot: str) -> None:
             from None
 
 
-@router.get("/api/recording")
-async def state(request: Request, _p: Op) -> dict[str, Any]:
+@router.get("/api/recording", response_model=RecordingState, response_model_exclude_unset=True)
+async def state(request: Request, _p: Op) -> RecordingState:
     """Every slot (text, kana, colour, recorded or not, speech length) and the progress."""
     pack = pack_of(request)
     done = await asyncio.to_thread(pack.recorded)
-    return {
-        "folder": str(pack.folder),
-        "slots": [{**s.__dict__, "recorded": s.slot in done, "speech_s": done.get(s.slot)}
-                  for s in pack.all_slots],
-        "progress": await asyncio.to_thread(pack.progress),
-        "limits": {"max_upload_bytes": MAX_UPLOAD_BYTES, "types": sorted(UPLOAD_TYPES)},
-    }
+    return RecordingState(
+        folder=str(pack.folder),
+        slots=[{**s.__dict__, "recorded": s.slot in done, "speech_s": done.get(s.slot)}
+               for s in pack.all_slots],
+        progress=await asyncio.to_thread(pack.progress),
+        limits=RecordingLimits(max_upload_bytes=MAX_UPLOAD_BYTES, types=sorted(UPLOAD_TYPES)),
+    )
 
 
-@router.put("/api/recording/slots/{a}/{b}")
-async def save_take(a: str, b: str, request: Request, _p: Op) -> dict[str, Any]:
+@router.put("/api/recording/slots/{a}/{b}", response_model=TakeSaved,
+            response_model_exclude_unset=True)
+async def save_take(a: str, b: str, request: Request, _p: Op) -> TakeSaved:
     """Keep the body (one take, as recorded: webm/opus, ogg, wav...) as the slot's recording.
     422 with what to do when it clips, is too quiet, holds no speech, lasts too long (decoding
     stops at the limit) or is not audio in a container a recording comes in (a playlist naming
@@ -89,10 +90,11 @@ async def save_take(a: str, b: str, request: Request, _p: Op) -> dict[str, Any]:
         raise ApiError(422, e.code, e.detail, e.hint) from None
     except AudioError as e:
         raise ApiError(500, "take_not_saved", str(e), "check the pack folder's disk") from None
-    return {"take": report.as_dict(), "progress": await asyncio.to_thread(pack.progress)}
+    return TakeSaved(take=report.as_dict(), progress=await asyncio.to_thread(pack.progress))
 
 
-@router.get("/api/recording/slots/{a}/{b}/audio")
+@router.get("/api/recording/slots/{a}/{b}/audio", response_class=FileResponse,
+            responses={200: {"content": {"audio/flac": {}}, "description": "the take"}})
 async def take_audio(a: str, b: str, request: Request, _p: Op) -> FileResponse:
     pack = pack_of(request)
     slot = _slot(a, b)
@@ -104,8 +106,9 @@ async def take_audio(a: str, b: str, request: Request, _p: Op) -> FileResponse:
     return FileResponse(path, media_type="audio/flac", headers={"Cache-Control": "no-store"})
 
 
-@router.delete("/api/recording/slots/{a}/{b}")
-async def delete_take(a: str, b: str, request: Request, _p: Op) -> dict[str, Any]:
+@router.delete("/api/recording/slots/{a}/{b}", response_model=RecordingProgress,
+               response_model_exclude_unset=True)
+async def delete_take(a: str, b: str, request: Request, _p: Op) -> RecordingProgress:
     pack = pack_of(request)
     slot = _slot(a, b)
     _known(pack, slot)
@@ -113,4 +116,4 @@ async def delete_take(a: str, b: str, request: Request, _p: Op) -> dict[str, Any
         await asyncio.to_thread(pack.delete, slot)
     except PackError as e:
         raise ApiError(404, "not_recorded", str(e), "nothing to delete") from None
-    return {"progress": await asyncio.to_thread(pack.progress)}
+    return RecordingProgress(progress=await asyncio.to_thread(pack.progress))

@@ -5,15 +5,16 @@ from __future__ import annotations
 import functools
 import io
 import logging
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from api.addresses import Candidate, candidates
+from api.answers import RemovedReferee
 from api.deps import Ch, Op, auth_of
 from api.errors import ApiError
-from api.models import ERRORS, JoinAnswer, JoinRequest, PinAnswer
+from api.models import ERRORS, JoinAnswer, JoinBase, JoinRequest, PinAnswer
 from hall.auth import RateLimited, TooManyReferees, fingerprint, pin_matches, pin_suspect
 from hall.channel import ChannelService
 from hall.config import Config
@@ -24,7 +25,7 @@ router = APIRouter(tags=["referees"], responses=ERRORS)
 
 
 @router.post("/api/channels/{ch}/referees", response_model=JoinAnswer)
-async def join(svc: Ch, body: JoinRequest, request: Request) -> dict[str, Any]:
+async def join(svc: Ch, body: JoinRequest, request: Request) -> JoinAnswer:
     """Join the channel as a referee with its PIN and a name (e.g. "mat 3"): the answer's
     token is the referee's identity (it raises and lowers only its own hand)."""
     auth = auth_of(request)
@@ -50,11 +51,12 @@ async def join(svc: Ch, body: JoinRequest, request: Request) -> dict[str, Any]:
     log.info("referee %s (%r) joined channel %s, token %s…", ref.id, ref.name, svc.name,
              fingerprint(token))
     svc.broadcast()
-    return {"referee": ref.id, "name": ref.name, "channel": svc.name, "token": token}
+    return JoinAnswer(referee=ref.id, name=ref.name, channel=svc.name, token=token)
 
 
-@router.delete("/api/channels/{ch}/referees/{referee}")
-async def remove(svc: Ch, _p: Op, referee: str) -> dict[str, Any]:
+@router.delete("/api/channels/{ch}/referees/{referee}", response_model=RemovedReferee,
+               response_model_exclude_unset=True)
+async def remove(svc: Ch, _p: Op, referee: str) -> RemovedReferee:
     """Forget a referee: its token dies at once, its hand is lowered, its phone is
     disconnected (it can join again with the PIN)."""
     try:
@@ -66,20 +68,22 @@ async def remove(svc: Ch, _p: Op, referee: str) -> dict[str, Any]:
         raise ApiError(404, "no_such_referee", f"channel {svc.name} has no referee "
                        f"{referee[:40]!r}", "GET the channel (as the operator) for its referees")
     log.info("referee %s removed from channel %s by the operator", referee, svc.name)
-    return {"removed": referee, "channel": svc.name}
+    return RemovedReferee(removed=referee, channel=svc.name)
 
 
 @router.get("/api/channels/{ch}/pin", response_model=PinAnswer)
-async def pin(svc: Ch, _p: Op, request: Request) -> dict[str, Any]:
+async def pin(svc: Ch, _p: Op, request: Request) -> PinAnswer:
     """The PIN and the join link for phones: at `server.public_url` if set, else at this
     machine's default-route address; `bases` lists every address phones may use."""
     found = join_bases(request)
-    return {"pin": svc.pin, "join_url": join_url(found[0].base, svc),
-            "bases": [{**c.to_dict(), "join_url": join_url(c.base, svc)} for c in found]}
+    return PinAnswer(pin=svc.pin, join_url=join_url(found[0].base, svc),
+                     bases=[JoinBase.model_validate({**c.to_dict(),
+                                                     "join_url": join_url(c.base, svc)})
+                            for c in found])
 
 
 @router.post("/api/channels/{ch}/pin", response_model=PinAnswer)
-async def rotate_pin(svc: Ch, _p: Op, request: Request) -> dict[str, Any]:
+async def rotate_pin(svc: Ch, _p: Op, request: Request) -> PinAnswer:
     """A new PIN (the old join links and QR codes stop working; joined referees stay; a join
     locked by wrong PINs opens again)."""
     try:

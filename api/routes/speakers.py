@@ -4,14 +4,14 @@ code at each address of the server) and replaces it."""
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from api.deps import Ch, Op
 from api.errors import ApiError
-from api.models import ERRORS, SpeakerLinkAnswer
+from api.models import ERRORS, SpeakerBase, SpeakerLinkAnswer
 from api.routes.referees import join_bases, qr_svg
 from hall.channel import ChannelService
 
@@ -20,16 +20,18 @@ log = logging.getLogger("yomite.api")
 router = APIRouter(tags=["speakers"], responses=ERRORS)
 
 
-def _answer(svc: ChannelService, request: Request) -> dict[str, Any]:
+def _answer(svc: ChannelService, request: Request) -> SpeakerLinkAnswer:
     assert svc.speaker_link is not None
     found = join_bases(request)
-    return {"channel": svc.name, "url": svc.speaker_link.url(found[0].base),
-            "bases": [{"base": c.base, "url": svc.speaker_link.url(c.base)} for c in found],
-            "mode": svc.output, "connected": len(svc.hub.speakers)}
+    link = svc.speaker_link
+    return SpeakerLinkAnswer(channel=svc.name, url=link.url(found[0].base),
+                             bases=[SpeakerBase(base=c.base, url=link.url(c.base))
+                                    for c in found],
+                             mode=svc.output, connected=len(svc.hub.speakers))
 
 
 @router.get("/api/channels/{ch}/speakers", response_model=SpeakerLinkAnswer)
-async def speakers(svc: Ch, _p: Op, request: Request) -> dict[str, Any]:
+async def speakers(svc: Ch, _p: Op, request: Request) -> SpeakerLinkAnswer:
     """The link that makes a browser one of this channel's speakers (it holds the channel's
     speaker key: only such a page gets the audio schedule and the clips), at every address
     phones may use, and how many speakers are connected."""
@@ -37,7 +39,7 @@ async def speakers(svc: Ch, _p: Op, request: Request) -> dict[str, Any]:
 
 
 @router.post("/api/channels/{ch}/speakers/link", response_model=SpeakerLinkAnswer)
-async def new_link(svc: Ch, _p: Op, request: Request) -> dict[str, Any]:
+async def new_link(svc: Ch, _p: Op, request: Request) -> SpeakerLinkAnswer:
     """A new speaker link: the old one stops working and the speakers that joined with it are
     disconnected (open the new link on each)."""
     try:

@@ -18,12 +18,12 @@ from api.deps import token_of, view
 from api.errors import ApiError
 from api.protocol import CLIENT, HoldMessage, Ping, Sync
 from api.routes.holds import hold_target
+from api.serverglue import direct_transport
 from hall.auth import VIEWER, Auth, Principal, Role
 from hall.budget import Budget
 from hall.channel import ChannelService
 from hall.config import Config
 from hall.hall import Hall
-from hall.hub import direct_transport
 from reader.errors import ReaderError
 from reader.events import OPERATOR, Hold, Release
 
@@ -82,7 +82,7 @@ async def ws(websocket: WebSocket, ch: str) -> None:
                          operator=p.role is Role.OPERATOR,
                          referee=p.referee if p.channel == ch else None, name=p.name,
                          speaker=speaker,
-                         transport=direct_transport(websocket._send))
+                         transport=direct_transport(websocket))
     svc.hub.send_to(client, {"type": "hello", "role": p.role.value, "referee": p.referee,
                              "channel": ch})
     svc.hub.send_to(client, {"type": "state", **view(svc, p)})
