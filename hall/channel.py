@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from audio.output.events import SinkStats
 from hall.auth import Auth
 from hall.budget import Budget
 from hall.errors import ChannelStopped
@@ -269,13 +270,12 @@ class ChannelService:
         ]
 
     def output_stats(self) -> dict[str, int] | None:
-        """The output's counters: underruns (PortAudio's flags and ALSA's), late clips, faults."""
+        """The output's counters: underruns, late clips, faults. One underrun is flagged by
+        PortAudio (`underflows`) and said by ALSA (`xruns`) alike, and either may miss one:
+        counted once, as the larger of the two (their sum counted each twice)."""
         if self.runtime is None:
             return None
-        st = self.runtime.sink.stats()
-        return {"underruns": st.underflows + st.xruns, "underflows": st.underflows,
-                "xruns": st.xruns, "late_clips": st.late_clips, "late_frames": st.late_frames,
-                "dropped_clips": st.dropped_clips, "faults": st.faults}
+        return output_counters(self.runtime.sink.stats())
 
     def operator_view(self) -> dict[str, Any]:
         return {**self._state, "channel": self.name, "seq": self.seq, "output": self.audio,
@@ -315,3 +315,10 @@ async def _close(close: Callable[[int, str], Any], reason: str) -> None:
     with contextlib.suppress(Exception):
         async with asyncio.timeout(2):
             await close(1008, reason)
+
+
+def output_counters(st: SinkStats) -> dict[str, int]:
+    """A sink's counters as `/api/health` and the console give them (see `output_stats`)."""
+    return {"underruns": max(st.underflows, st.xruns), "underflows": st.underflows,
+            "xruns": st.xruns, "late_clips": st.late_clips, "late_frames": st.late_frames,
+            "dropped_clips": st.dropped_clips, "faults": st.faults}
