@@ -361,7 +361,7 @@
     return t("reading_now", { what });
   }
 
-  // phases in which nothing is read and the next match may be prepared (api/runtime.py ENDED)
+  // phases in which nothing is read and the next match may be prepared (hall/reading.py ENDED)
   const ENDED = ["finished", "closed", "aborted"];
 
   function renderButtons(m) {
