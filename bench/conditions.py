@@ -7,7 +7,8 @@ the CPUs away. `check()` reads each of these from the kernel (not from what yomi
 and `report()` prints them; a bench refuses to print its figure as a reference when a condition
 fails, naming which (`--anyway` prints it marked NOT A REFERENCE).
 
-    before = machine()              # load and steal before the bench starts anything
+    before = machine()              # what the CPUs did before the bench starts anything
+    require_quiet(before, anyway)   # refuses at once on a busy or stolen machine
     ... start the server ...
     problems = report(before, server_pid, blocksize)   # prints; [] when all is met
 """
@@ -26,30 +27,60 @@ POLICIES = {os.SCHED_OTHER: "SCHED_OTHER", os.SCHED_FIFO: "SCHED_FIFO",
             getattr(os, "SCHED_IDLE", 5): "SCHED_IDLE"}
 
 # what "a quiet machine" means for a reference figure: the bench brings its own load (burners,
-# pages, viewers); outside work on top of it is what made last turn's figures unreproducible
-MAX_LOAD_PER_CPU = 0.5
-MAX_STEAL = 0.10  # share of CPU time the hypervisor took over two seconds
+# pages, viewers); outside work on top of it is what made last turn's figures unreproducible.
+# Measured over a window before the start (the load average lags by minutes: right after a test
+# suite it still says 3 on an idle machine)
+MAX_BUSY = 0.25  # share of all CPU time used by other work over the window
+MAX_STEAL = 0.10  # share of CPU time the hypervisor took over the window
 
 
 @dataclass(frozen=True)
 class Machine:
     cpus: int
-    load1: float
+    load1: float  # the load average, for the record
+    busy: float  # share of all CPU time in use (user, system, interrupts) over `window_s`
     steal: float  # share of all CPU time stolen by the hypervisor, over `window_s`
     window_s: float
 
 
-def machine(window_s: float = 2.0) -> Machine:
-    """The machine before a bench starts: its 1-minute load and the steal over `window_s`."""
-    def steal_total() -> tuple[int, int]:
-        f = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-        v = [int(x) for x in f]
-        return (v[7] if len(v) > 7 else 0), sum(v[:8])
-    s0, t0 = steal_total()
+def machine(window_s: float = 3.0) -> Machine:
+    """The machine before a bench starts: what its CPUs did over `window_s`."""
+    def sample() -> list[int]:
+        return [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]
+    a = sample()
     time.sleep(window_s)
-    s1, t1 = steal_total()
+    b = sample()
+    d = [y - x for x, y in zip(a, b, strict=True)]
+    d += [0] * (8 - len(d))  # user nice system idle iowait irq softirq steal
+    total = max(1, sum(d))
+    user, nice, system, _idle, _iowait, irq, softirq, steal = d
     return Machine(os.cpu_count() or 1, os.getloadavg()[0],
-                   (s1 - s0) / max(1, t1 - t0), window_s)
+                   (user + nice + system + irq + softirq) / total, steal / total, window_s)
+
+
+def machine_problems(m: Machine) -> list[str]:
+    """What of the machine itself is not met (checked before a bench starts anything)."""
+    problems = []
+    if m.busy > MAX_BUSY:
+        problems.append(f"the machine was busy before the bench started ({m.busy * 100:.0f} % "
+                        f"of its CPUs over {m.window_s:.0f} s > {MAX_BUSY * 100:.0f} %): "
+                        "stop other work and rerun")
+    if m.steal > MAX_STEAL:
+        problems.append(f"the hypervisor took {m.steal * 100:.0f} % of the CPUs "
+                        f"(> {MAX_STEAL * 100:.0f} %): a shared virtual machine")
+    return problems
+
+
+def require_quiet(m: Machine, anyway: bool) -> None:
+    """Stop before starting anything on a machine that cannot give a reference figure."""
+    problems = machine_problems(m)
+    if problems and not anyway:
+        print(f"conditions: {m.cpus} CPUs, {m.busy * 100:.0f} % busy, steal "
+              f"{m.steal * 100:.1f} %, load average {m.load1:.2f}")
+        for p in problems:
+            print(f"  NOT MET: {p}")
+        print("refusing to run: the figure would not be a reference (--anyway runs it, marked)")
+        raise SystemExit(2)
 
 
 def policy(pid: int) -> tuple[str, int]:
@@ -91,16 +122,11 @@ def audio_worker_pid(server_pid: int) -> int | None:
 def report(before: Machine, server_pid: int | None, blocksize: int, rate: int = 48000,
            need_worker: bool = True) -> list[str]:
     """Print the conditions and return what is not met (empty: a reference figure)."""
-    problems: list[str] = []
-    print(f"conditions: {before.cpus} CPUs, load {before.load1:.2f} before the start, "
-          f"steal {before.steal * 100:.1f} % over {before.window_s:.0f} s, block {blocksize} "
-          f"frames ({blocksize / rate * 1000:.1f} ms)")
-    if before.load1 > MAX_LOAD_PER_CPU * before.cpus:
-        problems.append(f"the machine was busy before the bench started (load {before.load1:.2f}"
-                        f" > {MAX_LOAD_PER_CPU * before.cpus:.1f}): stop other work and rerun")
-    if before.steal > MAX_STEAL:
-        problems.append(f"the hypervisor took {before.steal * 100:.0f} % of the CPUs "
-                        f"(> {MAX_STEAL * 100:.0f} %): a shared virtual machine")
+    problems = machine_problems(before)
+    print(f"conditions: {before.cpus} CPUs, {before.busy * 100:.0f} % busy and steal "
+          f"{before.steal * 100:.1f} % over {before.window_s:.0f} s before the start (load "
+          f"average {before.load1:.2f}), block {blocksize} frames "
+          f"({blocksize / rate * 1000:.1f} ms)")
     pa = sound_server_pid()
     if pa is None:
         problems.append("no PulseAudio found (scripts/audio-harness.sh start)")

@@ -312,6 +312,7 @@ def main() -> None:
         return
     rng = random.Random(a.seed)
     before = conditions.machine()
+    conditions.require_quiet(before, a.anyway)
     with tempfile.TemporaryDirectory() as tmp, OwnNullSink() as sink:
         cache = Path(tmp) / "cache"  # cold
         server = Server(Path(tmp), {

@@ -84,6 +84,7 @@ def main() -> None:
     a = ap.parse_args()
     rng = random.Random(11)
     before = conditions.machine()
+    conditions.require_quiet(before, a.anyway)
     with tempfile.TemporaryDirectory() as tmp, OwnNullSink() as sink:
         server = Server(Path(tmp), {
             "match": {"memorise_s": 0, "cards": 17, "prelude": {"enabled": False},
