@@ -1,0 +1,94 @@
+"""Health off the hold path (issue 26): `/api/health` walked every channel and sorted each hub's
+20,000 fan-out lags on the event loop: 60-215 ms a call at 8-64 channels, polled every 5 s a
+hold's p99 went to 92 ms. Now the answer is kept until a channel changes or a second passes,
+the lags are sorted in a worker thread only when a send was measured since, and the channels
+are walked one at a time with the loop given back between them."""
+
+import asyncio
+import threading
+from types import SimpleNamespace
+
+import pytest
+
+import hall.hub as hubmod
+from api.routes.reference import made_health
+from hall.healthcache import HealthCache
+from hall.hub import Hub
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+async def test_the_answer_is_kept_until_a_channel_changes_or_a_second_passes():
+    clock = FakeClock()
+    cache = HealthCache(max_age_s=1.0, clock=clock)
+    n = 0
+
+    async def make() -> bytes:
+        nonlocal n
+        n += 1
+        await asyncio.sleep(0)
+        return str(n).encode()
+
+    assert await cache.get(make, (1, 1)) == b"1"
+    clock.t += 0.5
+    assert await cache.get(make, (1, 1)) == b"1"  # kept: same states, young
+    assert await cache.get(make, (1, 2)) == b"2"  # a channel published
+    clock.t += 1.0
+    assert await cache.get(make, (1, 2)) == b"3"  # a second old
+    # callers asking at once share one making
+    got = await asyncio.gather(*(cache.get(make, (2, 2)) for _ in range(20)))
+    assert set(got) == {b"4"} and cache.made == 4
+
+
+async def test_lags_are_summarised_in_a_worker_thread_and_only_after_a_new_send(monkeypatch):
+    hub = Hub()
+    hub.lags.extend(i / 1e5 for i in range(20000))
+    threads: list[int] = []
+    real = hubmod.summarise_lags
+
+    def spy(v: list[float]) -> dict[str, float] | None:
+        threads.append(threading.get_ident())
+        return real(v)
+
+    monkeypatch.setattr(hubmod, "summarise_lags", spy)
+    expected = real(list(hub.lags))
+    first = await hub.lag_summary()
+    assert first == expected and first is not None and first["n"] == 20000
+    assert await hub.lag_summary() == first and len(threads) == 1  # nothing new: kept
+    hub.lags.append(0.5)
+    assert (await hub.lag_summary() or {})["max"] == pytest.approx(500.0)
+    assert len(threads) == 2 and threading.get_ident() not in threads
+
+
+async def test_the_channels_are_walked_with_the_loop_given_back_between_them():
+    def channel(i: int) -> SimpleNamespace:
+        hub = Hub()
+        hub.lags.extend([0.001] * 1000)
+        return SimpleNamespace(audio="null", output_stats=lambda: None, runtime=None, hub=hub,
+                               seq=i)
+
+    hall = SimpleNamespace(
+        channels={f"c{i}": channel(i) for i in range(64)},
+        loop_watch=SimpleNamespace(report=lambda: {"max_lag_ms": 0.0}),
+        scheduling="normal", voice=None)
+    ticks = 0
+    stop = asyncio.Event()
+
+    async def ticker() -> None:  # stands for a hold waiting for the loop
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+            await asyncio.sleep(0)
+
+    t = asyncio.create_task(ticker())
+    body = await made_health(hall, None)  # type: ignore[arg-type]
+    stop.set()
+    await t
+    assert ticks >= 64, f"the loop was given back {ticks} times for 64 channels"
+    assert b'"c63"' in body and b'"p99":1.0' in body
