@@ -157,7 +157,7 @@ def create_app(
                 pool.close()
             raise
         # what start-up made lives as long as the server: the collector never walks it again,
-        # and full collections wait for a moment when no match is being read (api/gcpolicy)
+        # and full collections wait for a moment when no match is being read (hall/gcpolicy)
         warm_routes(app)
         app.state.gc = GcPolicy(hall.at_rest)
         app.state.gc.start()

@@ -224,7 +224,7 @@ class Auth:
         raise PermissionError("unknown or expired token: join again with the channel's PIN")
 
     def set_speaker_key(self, channel: str, key: str) -> None:
-        """The key of `channel`'s speaker link (api.speakerkeys): its holder is a speaker of
+        """The key of `channel`'s speaker link (hall.speakerlink): its holder is a speaker of
         that channel; the channel's previous key stops working."""
         self._speaker_keys = {d: ch for d, ch in self._speaker_keys.items() if ch != channel}
         self._speaker_keys[digest(key)] = channel

@@ -19,7 +19,7 @@ class HealthCache:
         self._body: bytes | None = None
         self._key: object = None
         self._at = 0.0
-        self._making: asyncio.Task[bytes] | None = None
+        self._making: asyncio.Task[tuple[bytes, object]] | None = None
 
     async def get(self, make: Callable[[], Awaitable[bytes]], key: object = None) -> bytes:
         """The latest answer if it was made for the same `key` (e.g. every channel's state
@@ -28,15 +28,21 @@ class HealthCache:
         if (self._body is not None and key == self._key
                 and self.clock() - self._at < self.max_age_s):
             return self._body
-        if self._making is None:
-            self._making = asyncio.get_running_loop().create_task(self._make(make, key))
-        return await asyncio.shield(self._making)
+        while True:
+            if self._making is None:
+                self._making = asyncio.get_running_loop().create_task(self._make(make, key))
+            making = self._making
+            body, made_for = await asyncio.shield(making)
+            if made_for == key:
+                return body
+            # that one was begun before what this caller asks after: one more, for it
 
-    async def _make(self, make: Callable[[], Awaitable[bytes]], key: object) -> bytes:
+    async def _make(self, make: Callable[[], Awaitable[bytes]],
+                    key: object) -> tuple[bytes, object]:
         try:
             body = await make()
             self._body, self._key, self._at = body, key, self.clock()
             self.made += 1
-            return body
+            return body, key
         finally:
             self._making = None

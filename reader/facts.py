@@ -2,7 +2,8 @@
 begun, a cut, a hand raised, a clip's length...), as frozen dataclasses in one closed union.
 
 On disk a fact is one JSON object in a record's `facts` list, named by its `"fact"` key; the
-engine writes them, `fact_from_record` reads one back (a JournalError names an unknown kind or a
+engine writes them (as plain objects, reader/schedule.py and reader/holds.py), `fact_from_record`
+reads one back (a JournalError names an unknown kind or a
 missing field) and `to_record` gives the same object again, key for key and in the same order,
 so a journal read and written back is byte for byte the one on disk.
 """
@@ -226,6 +227,7 @@ class Cut:
     frame: int
     card: int | None = None
     poem: int | None = None
+    verse: Verse | None = None  # the verse cut, when the segment was one
 
     def to_record(self) -> dict[str, Any]:
         out: dict[str, Any] = {"fact": self.KIND, "segment": self.segment, "label": self.label,
@@ -233,6 +235,8 @@ class Cut:
                                "frame": self.frame}
         if self.card is not None:
             out.update(card=self.card, poem=self.poem)
+        if self.verse is not None:
+            out.update(verse=self.verse.value)
         return out
 
 
@@ -285,7 +289,7 @@ _PARSERS: dict[str, Callable[[dict[str, Any]], Fact]] = {
         None if d.get("clip") is None else str(d["clip"])),
     "cut": lambda d: Cut(int(d["segment"]), str(d["label"]), int(d["offset"]),
                          float(d["offset_s"]), int(d["frame"]), _opt_int(d, "card"),
-                         _opt_int(d, "poem")),
+                         _opt_int(d, "poem"), Verse(d["verse"]) if "verse" in d else None),
     "resume": lambda d: Resumed(int(d["segment"]), int(d["offset"]), int(d["frame"]),
                                 ResumePolicy(d["policy"])),
 }
@@ -307,6 +311,11 @@ def fact_from_record(d: dict[str, Any]) -> Fact:
 
 
 def facts_of(record: dict[str, Any]) -> Iterator[Fact]:
-    """The facts of one journal record (an event line), in order."""
+    """The facts of one journal record (an event line), in order. A kind this version does not
+    know is passed over, as the readers did before the facts were typed (a later version's
+    journal still recovers, logs and lists); a known one that is malformed is a JournalError."""
     for d in record.get("facts", ()):
+        kind = d.get("fact") if isinstance(d, dict) else None
+        if isinstance(kind, str) and kind not in _PARSERS:
+            continue
         yield fact_from_record(d)

@@ -46,6 +46,29 @@ async def test_the_answer_is_kept_until_a_channel_changes_or_a_second_passes():
     assert set(got) == {b"4"} and cache.made == 4
 
 
+async def test_a_caller_after_a_change_never_gets_the_answer_begun_before_it():
+    cache = HealthCache(max_age_s=1.0, clock=FakeClock())
+    begun = asyncio.Event()
+    go_on = asyncio.Event()
+    n = 0
+
+    async def make() -> bytes:
+        nonlocal n
+        n += 1
+        mine = n
+        begun.set()
+        await go_on.wait()
+        return str(mine).encode()
+
+    before = asyncio.create_task(cache.get(make, "state 1"))
+    await begun.wait()
+    after = asyncio.create_task(cache.get(make, "state 2"))  # a fault came in meanwhile
+    await asyncio.sleep(0)
+    go_on.set()
+    assert await before == b"1"
+    assert await after == b"2"
+
+
 async def test_lags_are_summarised_in_a_worker_thread_and_only_after_a_new_send(monkeypatch):
     hub = Hub()
     hub.lags.extend(i / 1e5 for i in range(20000))

@@ -152,7 +152,7 @@ def serve(config: Config, host: str | None = None, port: int | None = None) -> i
     sys.setswitchinterval(min(sys.getswitchinterval(), 0.001))
     app = create_app(config, on_ready=ready, listen=(h, bound))
     # no per-message compression: on a hall's LAN it costs more CPU than it saves, and it
-    # would make each phone's frame different (api/hub.py writes one frame to all)
+    # would make each phone's frame different (hall/hub.py writes one frame to all)
     # (the WebSocket protocol is the door's subclass of uvicorn's sans-I/O one: api/serverglue.py)
     ucfg = uvicorn.Config(app, log_level="info", ws_max_size=65536,
                           ws_per_message_deflate=False, **options)

@@ -106,7 +106,7 @@ def _round_csv(t: Tournament, number: int) -> bytes:
 
 
 # the public files and pages below are built once per version of the tournament, off the
-# event loop when it is large (api/desk_views.py): anyone may ask for them, as often as they
+# event loop when it is large (hall/deskviews.py): anyone may ask for them, as often as they
 # like
 @router.get("/{tid}/rounds/{number}.csv", summary="A round's pairings and results as CSV",
             response_class=Response, responses={**ERRORS, **CSV_ANSWER})

@@ -43,9 +43,9 @@ async def health(h: HallDep, request: Request) -> Response:
 
 def health_key(h: Hall) -> tuple[object, ...]:
     """What the answer says of each channel that can change at once (a state, a client, a
-    counter, a fault): a new answer when any did; the loop's and the fan-out's figures may be a
-    second old."""
-    return tuple((n, s.seq, len(s.hub.clients), s.hub.dropped, s.audio,
+    counter, a fault, a fan-out lag measured): a new answer when any did; the loop's figures may
+    be a second old."""
+    return tuple((n, s.seq, len(s.hub.clients), s.hub.dropped, s.hub.lag_key(), s.audio,
                   tuple((s.output_stats() or {}).values()),
                   (s.runtime.fault, s.runtime.running) if s.runtime else None)
                  for n, s in h.channels.items())
