@@ -25,7 +25,10 @@ fi
 
 t0=$(date +%s)
 if [ "$workers" -gt 1 ]; then
-    YOMITE_TEST_RUN="$mark" "$bin/pytest" -n "$workers" --dist loadfile --durations=15 "$@"
+    # a test file to a worker, the longest first (tests/weights.py; xdist's own order would be
+    # by number of tests); the report lets scripts/test_weights.py refresh those figures
+    YOMITE_TEST_RUN="$mark" "$bin/pytest" -n "$workers" --dist loadfile --no-loadscope-reorder \
+        --junitxml=.pytest_cache/junit.xml --durations=15 "$@"
 else
     YOMITE_TEST_RUN="$mark" "$bin/pytest" --durations=15 "$@"
 fi

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+
+from .weights import WEIGHTS_S
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -16,3 +20,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if label and "[" not in item.nodeid:
             item._id = item._id.with_params(label)  # type: ignore[attr-defined]
             assert item.nodeid.endswith(f"[{label}]"), item.nodeid
+
+    # the longest files first (tests/weights.py; pytest-xdist keeps this order with
+    # --no-loadscope-reorder, scripts/test.sh): a stable sort, so each file's tests keep theirs
+    items.sort(key=lambda item: -WEIGHTS_S.get(Path(item.path).name, 0))

@@ -1,0 +1,59 @@
+"""How long each test file takes, in seconds of one worker's time (a fresh clone's `make test`
+on the 2-core VM, idle and loaded runs averaged). tests/conftest.py runs the files longest
+first, so that no worker is still on a long file when the others are done (pytest-xdist would
+otherwise hand them out by their number of tests, the single-test minute-long files last).
+
+Only the order depends on these figures: a file not listed runs after the listed ones, and a
+wrong figure costs time, never a result. Refresh after adding or lengthening a slow file:
+    scripts/test.sh && .venv/bin/python scripts/test_weights.py .pytest_cache/junit.xml
+and paste its output here.
+"""
+
+WEIGHTS_S: dict[str, int] = {
+    "test_recovery.py": 132,
+    "test_fuzz.py": 103,
+    "test_pages.py": 92,
+    "test_speaker_pages.py": 92,
+    "test_faults.py": 91,
+    "test_openjtalk.py": 57,
+    "test_api.py": 48,
+    "test_desk_recovery.py": 48,
+    "test_server.py": 45,
+    "test_hostile.py": 43,
+    "test_record_page.py": 43,
+    "test_classroom_pages.py": 42,
+    "test_cli.py": 41,
+    "test_recording.py": 39,
+    "test_renderpool.py": 35,
+    "test_pin_lock.py": 34,
+    "test_secrecy.py": 33,
+    "test_referee_flood.py": 29,
+    "test_recovery_restarts.py": 28,
+    "test_page_policy.py": 28,
+    "test_desk_server.py": 26,
+    "test_pack_use.py": 26,
+    "test_door.py": 25,
+    "test_desk_load.py": 25,
+    "test_device.py": 22,
+    "test_desk_pages.py": 22,
+    "test_desk_fuzz.py": 21,
+    "test_reliability.py": 20,
+    "test_desk_hostile.py": 18,
+    "test_process_sink.py": 17,
+    "test_espeak.py": 15,
+    "test_scheduling.py": 14,
+    "test_engine_properties.py": 14,
+    "test_pack.py": 13,
+    "test_desk_api.py": 12,
+    "test_audio_fault.py": 12,
+    "test_codec.py": 10,
+    "test_classroom_api.py": 10,
+    "test_desk_pairing.py": 10,
+    "test_pcm.py": 8,
+    "test_pages_head.py": 7,
+    "test_runtime_faults.py": 7,
+    "test_engine_atomic.py": 6,
+    "test_desk_views.py": 4,
+    "test_openapi.py": 4,
+    "test_catalogue.py": 3,
+}
