@@ -25,7 +25,7 @@ from hall.journalkeeper import JournalKeeper
 from hall.matchplan import journal_header, journal_path, plan_match
 from hall.matchview import MatchView
 from hall.playout import PinnedClock, SinkClock, SpeakersLike
-from hall.recovery import Over, Unreadable, journal_voice, latest_match
+from hall.recovery import Over, RecoveryReport, Unreadable, journal_voice, latest_match
 from hall.rendering import RenderAhead
 from hall.states import ChannelState, MatchState
 from hall.voices import Gained, VoiceFactory, VoiceLike, check_voice_covers
@@ -107,7 +107,7 @@ class Reading:
         self._no_device: str | None = None
         self._view = MatchView()
         self._render = RenderAhead(name, self._republish)
-        self.recovered: dict[str, Any] | None = None
+        self.recovered: RecoveryReport | None = None
         self._publish_state(None)
 
     @property
@@ -245,7 +245,7 @@ class Reading:
         self.device_voice = Gained(self.voice, volume_db)
 
     # ------------------------------------------------------------------ crash recovery
-    def recover(self) -> dict[str, Any] | None:
+    def recover(self) -> RecoveryReport | None:
         """Bring back the channel's latest match from its journal (hall.recovery).
 
         A torn last line (the crash cut a write short) is dropped, reported, and cut off the

@@ -29,6 +29,7 @@ from hall.errors import ChannelFault, ChannelStopped, JournalUnavailable
 from hall.inbox import AudioFault, Inbox, Item, RenderGate, Waiter
 from hall.playout import SpeakersLike
 from hall.reading import Gate, Reading
+from hall.recovery import RecoveryReport
 from hall.rendering import START_RENDER_TIMEOUT_S
 from hall.states import ChannelState
 from hall.voices import VoiceFactory, VoiceLike
@@ -115,7 +116,7 @@ class ChannelRuntime:
         return self.reading.fault
 
     @property
-    def recovered(self) -> dict[str, Any] | None:
+    def recovered(self) -> RecoveryReport | None:
         return self.reading.recovered
 
     @property
@@ -152,7 +153,7 @@ class ChannelRuntime:
         """The channel's volume: the device takes it from the next clip sent."""
         self.reading.set_volume(volume_db)
 
-    def recover(self) -> dict[str, Any] | None:
+    def recover(self) -> RecoveryReport | None:
         """Bring back the channel's latest match from its journal (Reading.recover)."""
         return self.reading.recover()
 

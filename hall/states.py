@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from hall.recovery import RecoveryReport
+from hall.rendering import RenderProgress
 from hall.wire import FLATTEN, OMIT_NONE
 from reader.kimariji import LeftCard, ReadCard
 from reader.snapshot import Snapshot
@@ -38,8 +40,8 @@ class ChannelState:
     journal: str
     fault: str | None
     no_device: str | None
-    recovered: dict[str, Any] | None  # the recovery's report (hall.recovery)
-    render: dict[str, Any] | None  # the rendering ahead's progress (hall.rendering)
+    recovered: RecoveryReport | None
+    render: RenderProgress | None
     match: MatchState | None
     voice: dict[str, Any]  # the prepared match's voice settings (VOICE_MATCH_KEYS)
     preset: str | None

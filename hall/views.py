@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from hall.recovery import RecoveryReport
+from hall.rendering import RenderProgress
 from hall.states import ChannelState, MatchState, OperatorView, RefereeView, SpeakersView
 from hall.wire import FLATTEN, OMIT_NONE
 from reader.kimariji import ReadCard
@@ -92,8 +94,8 @@ class PublicRuntime:
     journal: str
     fault: str | None
     no_device: str | None
-    recovered: dict[str, Any] | None
-    render: dict[str, Any] | None
+    recovered: RecoveryReport | None
+    render: RenderProgress | None
     match: PublicMatch | None
     voice: dict[str, Any]
     preset: str | None
