@@ -14,7 +14,9 @@ from hall.channel import ChannelService
 from hall.hall import Hall
 from hall.inbox import Item
 from hall.seam import ChannelPort
-from hall.views import public_view
+from hall.states import OperatorView
+from hall.views import PublicView, public_view
+from hall.wire import to_wire
 
 
 def token_of(request: Request | WebSocket) -> str | None:
@@ -83,10 +85,16 @@ Ch = Annotated[ChannelService, Depends(channel)]
 HallDep = Annotated[Hall, Depends(hall_dep)]
 
 
-def view(svc: ChannelPort, p: Principal) -> dict[str, Any]:
+def typed_view(svc: ChannelPort, p: Principal) -> OperatorView | PublicView:
     """The channel's state as `p` may see it (poems hidden from non-operators until read)."""
     op = svc.latest().state
     return op if p.role is Role.OPERATOR else public_view(op)
+
+
+def view(svc: ChannelPort, p: Principal) -> dict[str, Any]:
+    """`typed_view` as the routes answer it (JSON values, hall.wire)."""
+    out: dict[str, Any] = to_wire(typed_view(svc, p))
+    return out
 
 
 async def submit(svc: ChannelPort, item: Item) -> None:

@@ -23,6 +23,7 @@ from hall.runtime import ChannelRuntime
 from hall.seam import Latest
 from hall.speaker import SpeakerFeed
 from hall.speakerlink import SpeakerLink
+from hall.states import ChannelState, OperatorView, RefereeView, SpeakersView
 from hall.views import public_view
 from reader.events import Hold, Release
 
@@ -64,7 +65,7 @@ class ChannelService:
         self.output = "device"  # server.channels[].output
         self.volume_db = 0.0
         self.seq = 0
-        self._state: dict[str, Any] = {"channel": name, "audio": "", "match": None}
+        self._state: ChannelState | None = None  # the runtime's latest
         self._listeners: list[Callable[[Latest], None]] = []
         # the clients' fan-out is the first subscriber to the channel's states
         self.subscribe(self._to_hub)
@@ -210,8 +211,8 @@ class ChannelService:
         self.auth.remove(rid)  # OSError if the removal cannot be recorded: nothing changed
         self._pending.pop(rid, None)
         if self.runtime is not None:
-            m = self._state.get("match") or {}
-            if any(h["referee"] == rid for h in m.get("holds", [])):
+            m = self._state.match if self._state is not None else None
+            if m is not None and any(h.referee == rid for h in m.snapshot.holds):
                 try:
                     await self.runtime.submit(Release(rid))
                 except Exception as e:  # the hand stays up: the operator can still lower it
@@ -252,22 +253,21 @@ class ChannelService:
             self.speakers.set_volume(volume_db)
         self.broadcast()
 
-    def on_state(self, state: dict[str, Any]) -> None:
+    def on_state(self, state: ChannelState) -> None:
         self._state = state
         self.broadcast()
 
-    def referees(self) -> list[dict[str, Any]]:
+    def referees(self) -> tuple[RefereeView, ...]:
         connected: dict[str, int] = {}
         for c in self.hub.clients:
             if c.referee:
                 connected[c.referee] = connected.get(c.referee, 0) + 1
-        m = self._state.get("match") or {}
-        holding = {h["referee"] for h in m.get("holds", [])}
-        return [
-            {"id": r.id, "name": r.name, "connected": connected.get(r.id, 0) > 0,
-             "holding": r.id in holding}
+        m = self._state.match if self._state is not None else None
+        holding = {h.referee for h in m.snapshot.holds} if m is not None else set()
+        return tuple(
+            RefereeView(r.id, r.name, connected.get(r.id, 0) > 0, r.id in holding)
             for r in self.auth.referees(self.name)
-        ]
+        )
 
     def output_stats(self) -> dict[str, int] | None:
         """The output's counters: underruns, late clips, faults. One underrun is flagged by
@@ -277,11 +277,12 @@ class ChannelService:
             return None
         return output_counters(self.runtime.sink.stats())
 
-    def operator_view(self) -> dict[str, Any]:
-        return {**self._state, "channel": self.name, "seq": self.seq, "output": self.audio,
-                "speakers": {"mode": self.output, "pages": len(self.hub.speakers)},
-                "volume_db": self.volume_db, "output_stats": self.output_stats(),
-                "referees": self.referees(), "pin": self.pin}
+    def operator_view(self) -> OperatorView:
+        return OperatorView(
+            state=self._state, channel=self.name, seq=self.seq, output=self.audio,
+            speakers=SpeakersView(self.output, len(self.hub.speakers)),
+            volume_db=self.volume_db, output_stats=self.output_stats(),
+            referees=self.referees(), pin=self.pin)
 
     def broadcast(self) -> None:
         self.seq += 1
@@ -293,7 +294,7 @@ class ChannelService:
         self.hub.publish(latest.state, public_view(latest.state))
 
     # ------------------------------------------------------------------ the port (hall.seam)
-    async def apply(self, item: Item) -> dict[str, Any]:
+    async def apply(self, item: Item) -> ChannelState:
         if self.runtime is None:
             raise ChannelStopped(f"channel {self.name} has not started")
         return await self.runtime.submit(item)

@@ -161,11 +161,13 @@ class Desk:
             return {"state": "unconfirmed", "channel": r.reading.channel}
         if current is None or current != r.reading.journal:
             return {"state": "over", "channel": r.reading.channel}
-        m = svc.operator_view().get("match") or {}
-        return {"state": "live", "channel": r.reading.channel, "phase": m.get("phase"),
-                "paused": bool(m.get("paused")), "card": m.get("card"),
-                "cards_total": m.get("cards_total"),
-                "holds": [h.get("name") for h in m.get("holds", [])],
+        mv = svc.operator_view().match
+        m = mv.snapshot if mv is not None else None
+        return {"state": "live", "channel": r.reading.channel,
+                "phase": m.phase if m is not None else None,
+                "paused": m is not None and m.paused, "card": m.card if m else None,
+                "cards_total": m.cards_total if m else None,
+                "holds": [h.name for h in m.holds] if m else [],
                 "recovered": bool(rt.recovered)}
 
     async def start_round(self, tid: str, number: int, blocks: Sequence[str] | None,
@@ -278,7 +280,7 @@ class Desk:
             if not state or state["state"] != "live" or r.reading is None:
                 continue
             ch = r.reading.channel
-            if ch in done or state.get("phase") != Phase.FINISHED:
+            if ch in done or state.get("phase") is not Phase.FINISHED:
                 continue
             svc = self._channel(ch)
             assert svc is not None

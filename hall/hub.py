@@ -29,7 +29,13 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+from hall.wire import to_wire
+
+if TYPE_CHECKING:
+    from hall.states import OperatorView
+    from hall.views import PublicView
 
 log = logging.getLogger("yomite.hub")
 
@@ -90,6 +96,11 @@ class Client:
             log.info("client writer ended: %s", e)
 
 
+def state_message(view: OperatorView | PublicView) -> dict[str, Any]:
+    """The `state` message of a channel's view, as its sockets get it."""
+    return {"type": "state", **to_wire(view)}
+
+
 def _dumps(message: dict[str, Any]) -> str:
     return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
 
@@ -147,13 +158,14 @@ class Hub:
         if c.task is not None and not c.task.done():
             c.task.cancel()
 
-    def publish(self, operator_view: dict[str, Any], public_view: dict[str, Any]) -> None:
+    def publish(self, operator_view: OperatorView, public_view: PublicView) -> None:
+        """A state to every client: each audience's made into JSON once (hall.wire)."""
         texts = {
-            True: _dumps({"type": "state", **operator_view}),
-            False: _dumps({"type": "state", **public_view}),
+            True: _dumps(state_message(operator_view)),
+            False: _dumps(state_message(public_view)),
         }
         frames: dict[bool, bytes] = {}
-        self.published.append((int(operator_view.get("seq", 0)), time.monotonic()))
+        self.published.append((operator_view.seq, time.monotonic()))
         now = time.perf_counter()
         lags = self.lags
         for c in list(self.clients):

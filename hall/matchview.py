@@ -3,27 +3,23 @@ and of those still on the mats (recomputed only when a card has been read)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import Any
-
+from hall.states import Kimariji, MatchState
 from reader.kimariji import teaching
 from reader.snapshot import Snapshot
 
 
 class MatchView:
     def __init__(self) -> None:
-        self._teaching: tuple[Any, dict[str, Any]] | None = None
+        self._teaching: tuple[tuple[tuple[int, ...], tuple[int, ...]], Kimariji] | None = None
 
-    def of(self, snap: Snapshot, deck: tuple[int, ...] | None) -> dict[str, Any]:
+    def of(self, snap: Snapshot, deck: tuple[int, ...] | None) -> MatchState:
         """The snapshot as published; `deck`: the match's poems (None: no kimariji)."""
-        out = snap.to_dict()
-        if deck is not None:
-            read = tuple(c.poem for c in sorted(snap.cards, key=lambda c: c.n)
-                         if c.finished_s is not None)
-            key = (deck, read)
-            if self._teaching is None or self._teaching[0] != key:
-                t = teaching(deck, read)
-                self._teaching = (key, {"read": [asdict(c) for c in t.read],
-                                        "left": [asdict(c) for c in t.left]})
-            out["kimariji"] = self._teaching[1]
-        return out
+        if deck is None:
+            return MatchState(snap)
+        read = tuple(c.poem for c in sorted(snap.cards, key=lambda c: c.n)
+                     if c.finished_s is not None)
+        key = (deck, read)
+        if self._teaching is None or self._teaching[0] != key:
+            t = teaching(deck, read)
+            self._teaching = (key, Kimariji(t.read, t.left))
+        return MatchState(snap, self._teaching[1])

@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +25,9 @@ from hall.journalkeeper import JournalKeeper
 from hall.matchplan import journal_header, journal_path, plan_match
 from hall.matchview import MatchView
 from hall.playout import PinnedClock, SinkClock, SpeakersLike
-from hall.recovery import Over, Unreadable, journal_voice, latest_match
+from hall.recovery import Over, RecoveryReport, Unreadable, journal_voice, latest_match
 from hall.rendering import RenderAhead
+from hall.states import ChannelState, MatchState
 from hall.voices import Gained, VoiceFactory, VoiceLike, check_voice_covers
 from reader.clock import Clock, OffsetClock
 from reader.commands import Command
@@ -41,7 +44,17 @@ log = logging.getLogger("yomite.runtime")
 ENDED = (Phase.READY, Phase.FINISHED, Phase.CLOSED, Phase.ABORTED)
 
 
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """The answer to a RenderGate: done when a start's first clips are rendered (None: at
+    once)."""
+
+    future: Future[None] | None
+
+
 class Reading:
+    state: ChannelState  # the last published
+
     def __init__(
         self,
         name: str,
@@ -51,7 +64,7 @@ class Reading:
         *,
         clock: Clock | None = None,
         journal_dir: Path | None = None,
-        on_publish: Callable[[dict[str, Any]], None] | None = None,
+        on_publish: Callable[[ChannelState], None] | None = None,
         on_record: Callable[[dict[str, Any]], None] | None = None,
         voices: VoiceFactory | None = None,
         speakers: SpeakersLike | None = None,
@@ -87,7 +100,6 @@ class Reading:
         self._on_publish = on_publish or (lambda _s: None)
         self._on_record = on_record or (lambda _r: None)
         self._seq = 0
-        self.state: dict[str, Any] = {}  # the last published
         self.audio_status = "ok"
         self.fault: str | None = None  # the last unforeseen failure, for the pages and health
         self.broken = False  # the engine could not even be paused: wait for a new match
@@ -95,7 +107,7 @@ class Reading:
         self._no_device: str | None = None
         self._view = MatchView()
         self._render = RenderAhead(name, self._republish)
-        self.recovered: dict[str, Any] | None = None
+        self.recovered: RecoveryReport | None = None
         self._publish_state(None)
 
     @property
@@ -110,7 +122,7 @@ class Reading:
         """The speakers could not be opened: the channel reads into nothing, and says so."""
         self.audio_status = "no_device"
         self._no_device = reason
-        self._publish_state(self.state.get("match"))
+        self._publish_state(self.state.match)
 
     @property
     def match_clock(self) -> Clock:
@@ -144,7 +156,7 @@ class Reading:
                     engine.use_clock(self._match_clock)
                 self.carry_out(commands)
             else:
-                self._publish_state(engine.snapshot().to_dict() if engine else None)
+                self._publish_state(MatchState(engine.snapshot()) if engine else None)
         except Exception as e2:
             # the engine cannot even be paused: silence, say so, and wait for a new match
             log.error("channel %s: cannot pause after the failure: %s", self.name, e2)
@@ -152,16 +164,16 @@ class Reading:
             with contextlib.suppress(Exception):
                 self.sink.stop(self.sink.position())
             with contextlib.suppress(Exception):
-                self._publish_state(self.state.get("match"))
+                self._publish_state(self.state.match)
         return reason
 
     # ------------------------------------------------------------------ applying items
-    def apply(self, item: Item) -> dict[str, Any]:
+    def apply(self, item: Item) -> ChannelState | Gate:
         match item:
             case PrepareMatch():
                 self._prepare(item)
             case RenderGate():
-                return {"gate": RenderAhead.gate(self.voice, self.engine)}
+                return Gate(RenderAhead.gate(self.voice, self.engine))
             case AudioFault(reason=reason):
                 self.audio_status = f"fault: {reason}"
                 if self.engine is not None and self.engine.phase is not Phase.ABORTED:
@@ -233,7 +245,7 @@ class Reading:
         self.device_voice = Gained(self.voice, volume_db)
 
     # ------------------------------------------------------------------ crash recovery
-    def recover(self) -> dict[str, Any] | None:
+    def recover(self) -> RecoveryReport | None:
         """Bring back the channel's latest match from its journal (hall.recovery).
 
         A torn last line (the crash cut a write short) is dropped, reported, and cut off the
@@ -334,22 +346,22 @@ class Reading:
                                           if self.engine is not None else None))
 
     def _republish(self) -> None:
-        self._publish_state(self.state.get("match"))
+        self._publish_state(self.state.match)
 
-    def _publish_state(self, match: dict[str, Any] | None) -> None:
+    def _publish_state(self, match: MatchState | None) -> None:
         self._seq += 1
-        self.state = {
-            "channel": self.name,
-            "seq": self._seq,
-            "audio": self.audio_status,
-            "journal": self.journal.status,
-            "fault": self.fault,
-            "no_device": self._no_device,
-            "recovered": self.recovered,
-            "render": self._render.progress,
-            "match": match,
+        self.state = ChannelState(
+            channel=self.name,
+            seq=self._seq,
+            audio=self.audio_status,
+            journal=self.journal.status,
+            fault=self.fault,
+            no_device=self._no_device,
+            recovered=self.recovered,
+            render=self._render.progress,
+            match=match,
             # the prepared match's voice and preset (the console shows and compares them)
-            "voice": {k: getattr(self.voice_config, k) for k in VOICE_MATCH_KEYS},
-            "preset": self.preset,
-        }
+            voice={k: getattr(self.voice_config, k) for k in VOICE_MATCH_KEYS},
+            preset=self.preset,
+        )
         self._on_publish(self.state)

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from audio.config import VoiceConfig
+from hall.wire import OMIT_NONE
 from reader.engine import Engine
 from reader.errors import JournalError
 from reader.journal import JournalContents, read_journal, replay
@@ -22,14 +23,27 @@ RESTORE_FINISHED_S = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
+class RecoveryReport:
+    """What the state's `recovered` says of the latest journal at a start: the journal, and
+    either why it could not be read, or its records, whether a torn last line was dropped
+    and (a match not brought back) how it ended."""
+
+    journal: str
+    records: int | None = field(default=None, metadata=OMIT_NONE)
+    torn_line_dropped: bool | None = field(default=None, metadata=OMIT_NONE)
+    ended: Phase | None = field(default=None, metadata=OMIT_NONE)
+    error: str | None = field(default=None, metadata=OMIT_NONE)
+
+
+@dataclass(frozen=True, slots=True)
 class Unreadable:
     """The latest journal cannot be read or replayed: the channel starts empty."""
 
     path: Path
     error: str
 
-    def report(self) -> dict[str, Any]:
-        return {"journal": str(self.path), "error": self.error}
+    def report(self) -> RecoveryReport:
+        return RecoveryReport(str(self.path), error=self.error)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +56,8 @@ class Over:
     torn: bool
     phase: Phase
 
-    def report(self) -> dict[str, Any]:
-        return {"journal": str(self.path), "records": self.records,
-                "torn_line_dropped": self.torn, "ended": self.phase.value}
+    def report(self) -> RecoveryReport:
+        return RecoveryReport(str(self.path), self.records, self.torn, self.phase)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +68,9 @@ class Resumable:
     contents: JournalContents
     engine: Engine
 
-    def report(self) -> dict[str, Any]:
-        return {"journal": str(self.path), "records": len(self.contents.records),
-                "torn_line_dropped": self.contents.torn is not None}
+    def report(self) -> RecoveryReport:
+        return RecoveryReport(str(self.path), len(self.contents.records),
+                              self.contents.torn is not None)
 
 
 Latest = Unreadable | Over | Resumable

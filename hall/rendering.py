@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any
 
 from hall.voices import VoiceLike
@@ -25,6 +26,15 @@ START_CLIPS = 3
 START_RENDER_TIMEOUT_S = 60.0
 
 
+@dataclass(frozen=True, slots=True)
+class RenderProgress:
+    """The clips of the match rendered so far, of how many, and why the rendering stopped."""
+
+    done: int
+    total: int
+    error: str | None
+
+
 class RenderAhead:
     """One channel's rendering ahead. `progress` is what the state's `render` shows
     (`{"done", "total", "error"}`, or None before a first match); `on_progress` is called on
@@ -33,7 +43,7 @@ class RenderAhead:
 
     def __init__(self, channel: str, on_progress: Callable[[], None]) -> None:
         self.channel = channel
-        self.progress: dict[str, Any] | None = None
+        self.progress: RenderProgress | None = None
         self._on_progress = on_progress
         self._published = 0.0
         self._future: asyncio.Future[Any] | None = None
@@ -47,7 +57,7 @@ class RenderAhead:
         clips = list(dict.fromkeys(engine.upcoming_clips()))
         loop = asyncio.get_running_loop()
         stop = self._stop = threading.Event()
-        self.progress = {"done": 0, "total": len(clips), "error": None}
+        self.progress = RenderProgress(0, len(clips), None)
 
         def progress(done: int, total: int, _clip: Clip) -> None:
             loop.call_soon_threadsafe(self._progressed, stop, done, total, None)
@@ -62,14 +72,14 @@ class RenderAhead:
         if not fut.cancelled() and fut.exception() is not None:
             # the clip will be rendered (and fail loudly) on demand; say why now
             log.error("channel %s: rendering ahead failed: %s", self.channel, fut.exception())
-            r = self.progress or {}
-            self._progressed(stop, r.get("done", 0), r.get("total", 0), str(fut.exception()))
+            r = self.progress or RenderProgress(0, 0, None)
+            self._progressed(stop, r.done, r.total, str(fut.exception()))
 
     def _progressed(self, stop: threading.Event, done: int, total: int,
                     error: str | None) -> None:
         if stop is not self._stop:
             return  # a previous match's
-        self.progress = {"done": done, "total": total, "error": error}
+        self.progress = RenderProgress(done, total, error)
         now = time.monotonic()
         if done == total or error or now - self._published >= 0.5:
             self._published = now

@@ -28,8 +28,10 @@ from hall.config import Config
 from hall.errors import ChannelFault, ChannelStopped, JournalUnavailable
 from hall.inbox import AudioFault, Inbox, Item, RenderGate, Waiter
 from hall.playout import SpeakersLike
-from hall.reading import Reading
+from hall.reading import Gate, Reading
+from hall.recovery import RecoveryReport
 from hall.rendering import START_RENDER_TIMEOUT_S
+from hall.states import ChannelState
 from hall.voices import VoiceFactory, VoiceLike
 from reader.clock import Clock
 from reader.engine import Engine
@@ -59,7 +61,7 @@ class ChannelRuntime:
         *,
         clock: Clock | None = None,
         journal_dir: Path | None = None,
-        on_publish: Callable[[dict[str, Any]], None] | None = None,
+        on_publish: Callable[[ChannelState], None] | None = None,
         on_record: Callable[[dict[str, Any]], None] | None = None,
         clock_speed: float = 1.0,
         voices: VoiceFactory | None = None,
@@ -114,7 +116,7 @@ class ChannelRuntime:
         return self.reading.fault
 
     @property
-    def recovered(self) -> dict[str, Any] | None:
+    def recovered(self) -> RecoveryReport | None:
         return self.reading.recovered
 
     @property
@@ -140,7 +142,7 @@ class ChannelRuntime:
         """No match, or one that is not being read (ready, finished, closed, aborted)."""
         return self.reading.at_rest
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> ChannelState:
         return self.reading.state
 
     def no_device(self, reason: str) -> None:
@@ -151,7 +153,7 @@ class ChannelRuntime:
         """The channel's volume: the device takes it from the next clip sent."""
         self.reading.set_volume(volume_db)
 
-    def recover(self) -> dict[str, Any] | None:
+    def recover(self) -> RecoveryReport | None:
         """Bring back the channel's latest match from its journal (Reading.recover)."""
         return self.reading.recover()
 
@@ -160,7 +162,7 @@ class ChannelRuntime:
         return self.reading.journal_records()
 
     # ------------------------------------------------------------------ the inbox
-    async def submit(self, item: Item) -> dict[str, Any]:
+    async def submit(self, item: Item) -> ChannelState:
         """Queue an item and wait until it has been applied; returns the channel state.
         Raises the ReaderError the engine raised (an illegal move, a bad deck), ChannelFault,
         JournalUnavailable, or ChannelStopped once the task has ended: never waits for ever.
@@ -169,7 +171,8 @@ class ChannelRuntime:
         the clip after it are rendered, so a start sent together with its prepare, on a cold
         cache, never cuts the call's head; a VoiceError if they cannot be rendered."""
         if isinstance(item, Start):
-            gate = (await self._submit(RenderGate())).get("gate")
+            answer = await self._submit(RenderGate())
+            gate = answer.future if isinstance(answer, Gate) else None
             if gate is not None:
                 try:
                     async with asyncio.timeout(START_RENDER_TIMEOUT_S):
@@ -179,12 +182,14 @@ class ChannelRuntime:
                                      f"{START_RENDER_TIMEOUT_S:.0f} s: the voice is too slow "
                                      "on this machine (render the deck ahead with "
                                      "`yomite voices render`)") from None
-        return await self._submit(item)
+        state = await self._submit(item)
+        assert isinstance(state, ChannelState)
+        return state
 
-    async def _submit(self, item: Item) -> dict[str, Any]:
+    async def _submit(self, item: Item) -> ChannelState | Gate:
         if self._task is not None and self._task.done():
             raise ChannelStopped(f"channel {self.name} is stopped")
-        result: dict[str, Any] = await self._inbox.put(item)
+        result: ChannelState | Gate = await self._inbox.put(item)
         return result
 
     def post(self, item: Item) -> None:

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from hall.inbox import Item
+from hall.states import ChannelState, OperatorView
 from reader.events import Hold, Release
 
 
@@ -26,14 +27,14 @@ class Latest:
     everyone else sees), and its sequence number: it rises with every change."""
 
     seq: int
-    state: dict[str, Any]
+    state: OperatorView
 
 
 class ChannelPort(Protocol):
     @property
     def name(self) -> str: ...
 
-    async def apply(self, item: Item) -> dict[str, Any]:
+    async def apply(self, item: Item) -> ChannelState:
         """Forward a command to the owner and wait until it has been applied; returns the
         runtime's state. Raises what the owner raised (reader.errors.ReaderError, an
         audio.errors.AudioError, or hall.errors' ChannelFault, JournalUnavailable,

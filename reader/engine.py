@@ -134,7 +134,7 @@ class Engine(Holds):
         return Snapshot(
             seq=self._seq,
             at_s=t / self.rate,
-            phase=self.phase.value,
+            phase=self.phase,
             paused=self._cut is not None,
             resumes_at_s=None if self._resume_at is None else self._resume_at / self.rate,
             holds=tuple(

@@ -4,6 +4,8 @@ from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any
 
+from .programme import Phase
+
 
 @dataclass(frozen=True, slots=True)
 class HoldView:
@@ -53,7 +55,7 @@ class CutView:
 class Snapshot:
     seq: int
     at_s: float
-    phase: str
+    phase: Phase
     paused: bool
     resumes_at_s: float | None  # set during the lead-in after the last hold was lowered
     holds: tuple[HoldView, ...]

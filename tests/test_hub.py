@@ -7,6 +7,15 @@ from websockets.frames import Frame, Opcode
 from websockets.streams import StreamReader
 
 from hall.hub import FLOW_HIGH_WATER, Hub, text_frame
+from hall.states import ChannelState, OperatorView, SpeakersView
+from hall.views import PublicView, public_view
+
+
+def views(seq: int, pad: str) -> tuple[OperatorView, PublicView]:
+    """An operator's state of `seq` that carries `pad` (as its fault), and its public view."""
+    st = ChannelState("main", seq, "ok", "ok", pad, None, None, None, None, {}, None)
+    op = OperatorView(st, "main", seq, "null", SpeakersView("device", 0), 0.0, None, (), "1234")
+    return op, public_view(op)
 
 
 class FakeTransport:
@@ -70,7 +79,7 @@ async def test_every_client_gets_the_same_bytes_and_a_stopped_reader_is_dropped(
     hub.add(send, close, operator=True, transport=op)  # type: ignore[arg-type]
     pad = "p" * (FLOW_HIGH_WATER // 4)  # 4 states fill the flow-control allowance
     for seq in range(12):
-        hub.publish({"seq": seq, "pin": "1234", "pad": pad}, {"seq": seq, "pad": pad})
+        hub.publish(*views(seq, pad))
     await asyncio.sleep(0)
     got = frames(reading.data)
     assert len(got) == 12 and all('"pin"' not in m for m in got)

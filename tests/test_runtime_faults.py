@@ -13,9 +13,12 @@ from hall.errors import ChannelFault, ChannelStopped
 from hall.inbox import PrepareMatch
 from hall.playout import carry_out
 from hall.runtime import ChannelRuntime
+from hall.states import ChannelState
+from hall.wire import to_wire
 from reader.clip import Clip
 from reader.commands import PlayClip, Publish, Record, StopAudio
 from reader.events import ClearHolds, Hold, Start
+from reader.programme import Phase
 
 RATE = 16000
 
@@ -65,10 +68,14 @@ async def test_a_voice_that_fails_mid_match_pauses_the_channel_and_the_task_live
         await rt.submit(PrepareMatch(seed=3))
         voice.broken = "shimo"  # every lower verse: reached after the first upper verse
         await rt.submit(Start())
-        holds = lambda: [h["referee"] for h in (rt.state()["match"] or {}).get("holds", [])]  # noqa: E731
+        def holds() -> list[str]:
+            m = rt.state().match
+            return [h.referee for h in m.snapshot.holds] if m is not None else []
+
         await until(lambda: "@fault" in holds())
-        assert rt.running and rt.state()["fault"] and "shimo" in rt.state()["fault"]
-        assert rt.state()["match"]["paused"]
+        fault = rt.state().fault
+        assert rt.running and fault and "shimo" in fault
+        assert to_wire(rt.state())["match"]["paused"]
         # the channel answers: a hold, and a request that meets the broken clip again
         await rt.submit(Hold("r1", "mat 1"))
         assert set(holds()) == {"@fault", "r1"}
@@ -76,7 +83,7 @@ async def test_a_voice_that_fails_mid_match_pauses_the_channel_and_the_task_live
         await rt.submit(ClearHolds())  # the voice answers again: the reading goes past it
         # card 1's lower verse is read to its end (a state that stays, where its segment is
         # a moment a busy machine can let pass between two looks)
-        await until(lambda: rt.state()["match"]["cards"][0]["finished_s"] is not None)
+        await until(lambda: to_wire(rt.state())["match"]["cards"][0]["finished_s"] is not None)
         assert "@fault" not in holds()
     finally:
         await rt.stop()
@@ -93,15 +100,16 @@ async def test_an_engine_that_cannot_plan_never_ends_the_task(tmp_path):
         rt.post(Hold("r1", "mat 1"))  # wakes the task, which asks for the deadline again
         await until(lambda: rt.fault is not None)
         assert "ZeroDivisionError" in rt.fault
-        assert "@fault" in [h["referee"] for h in rt.state()["match"]["holds"]]
+        assert "@fault" in [h["referee"] for h in to_wire(rt.state())["match"]["holds"]]
         # a match that cannot even plan is left behind: a new one may be prepared at once
         # (answered by the task: had the fault ended it, this would raise ChannelStopped)
         state = await rt.submit(PrepareMatch(seed=4))
         assert rt.running
-        assert state["match"]["phase"] == "ready" and state["fault"] is None
+        assert state.match is not None and state.match.snapshot.phase is Phase.READY
+        assert state.fault is None
         await rt.submit(Start())
         # it runs: the call, then the memorisation (or later: 0.2 s is soon over)
-        await until(lambda: rt.state()["match"]["phase"] in (
+        await until(lambda: to_wire(rt.state())["match"]["phase"] in (
             "memorising", "reading", "finished"))
     finally:
         await rt.stop()
@@ -114,7 +122,7 @@ async def test_requests_waiting_when_the_task_ends_are_answered(tmp_path):
     waiting = [asyncio.ensure_future(rt.submit(Hold(f"r{i}", "x"))) for i in range(5)]
     await rt.stop()
     results = await asyncio.gather(*waiting, return_exceptions=True)
-    assert all(isinstance(r, ChannelStopped | dict) for r in results), results
+    assert all(isinstance(r, ChannelStopped | ChannelState) for r in results), results
     assert any(isinstance(r, ChannelStopped) for r in results)
     with pytest.raises(ChannelStopped):
         await rt.submit(Hold("late", "x"))  # refused at once, never queued

@@ -9,6 +9,7 @@ from hall.channel import ChannelService
 from hall.errors import ChannelStopped
 from hall.hub import Hub
 from hall.seam import ChannelPort, Latest
+from hall.states import ChannelState
 from reader.events import Start
 
 
@@ -41,10 +42,11 @@ async def test_subscribers_get_every_state_in_order_until_they_leave():
     seen: list[Latest] = []
     leave = p.subscribe(seen.append)
     svc.broadcast()
-    svc.on_state({"channel": "main", "audio": "ok", "match": None})
+    svc.on_state(ChannelState("main", 7, "ok", "ok", None, None, None, None, None, {}, None))
     assert [s.seq for s in seen] == [1, 2]
-    assert seen[-1].state["seq"] == 2 and seen[-1].state["audio"] == "ok"
-    assert p.latest().seq == 2 and p.latest().state["pin"] == "123456"
+    assert seen[-1].state.seq == 2 and seen[-1].state.state is not None
+    assert seen[-1].state.state.audio == "ok"
+    assert p.latest().seq == 2 and p.latest().state.pin == "123456"
     leave()
     svc.broadcast()
     assert len(seen) == 2 and p.latest().seq == 3

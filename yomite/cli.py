@@ -100,6 +100,7 @@ async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int
     from audio.voices.factory import make_voice
     from hall.inbox import PrepareMatch
     from hall.runtime import ChannelRuntime
+    from hall.states import ChannelState
     from reader.events import OPERATOR, Abort, Close, ExtraCard, Hold, Release, Start
     from reader.programme import Phase
     from yomite.terminal import TerminalView
@@ -127,17 +128,17 @@ async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int
     interactive = sys.stdin.isatty()
     said = False
 
-    def on_publish(state: dict[str, Any]) -> None:
+    def on_publish(state: ChannelState) -> None:
         nonlocal said
         view.on_state(state)
         if view.closed:  # the reader of our output left: so do we
             done.set()
             return
-        mm = state.get("match")
-        phase = Phase(mm["phase"]) if mm else None
+        mm = state.match.snapshot if state.match is not None else None
+        phase = mm.phase if mm is not None else None
         if phase in (Phase.CLOSED, Phase.ABORTED):
             done.set()
-        elif phase is Phase.FINISHED and mm is not None and not mm["paused"]:
+        elif phase is Phase.FINISHED and mm is not None and not mm.paused:
             # rule 16: the players count their cards; rule 18 waits for the hall
             if interactive:
                 if not said:

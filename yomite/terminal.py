@@ -4,6 +4,7 @@ it, and an in-place countdown while the players memorise."""
 import sys
 from typing import Any, TextIO, assert_never
 
+from hall.states import ChannelState
 from reader.clip import Verse
 from reader.facts import (
     Aborted,
@@ -56,13 +57,13 @@ class TerminalView:
             if line:
                 self._line(line)
 
-    def on_state(self, state: dict[str, Any]) -> None:
-        m = state.get("match")
-        if m is None:
+    def on_state(self, state: ChannelState) -> None:
+        if state.match is None:
             return
-        self._cards = m["cards_total"]
-        if m["countdown_s"] is not None and not m["paused"]:
-            self._write(f"\r{'':10}memorise  {m['countdown_s']:4.0f} s left ")
+        m = state.match.snapshot
+        self._cards = m.cards_total
+        if m.countdown_s is not None and not m.paused:
+            self._write(f"\r{'':10}memorise  {m.countdown_s:4.0f} s left ")
             self._counting = True
 
     def _describe(self, f: Fact) -> str | None:

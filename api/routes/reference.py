@@ -59,8 +59,8 @@ async def made_health(h: Hall, gc: GcPolicy | None) -> bytes:
         channels[n] = ChannelHealth(
             output=s.audio,
             output_stats=s.output_stats(),
-            audio=s.runtime.state().get("audio") if s.runtime else None,
-            journal=s.runtime.state().get("journal") if s.runtime else None,
+            audio=s.runtime.state().audio if s.runtime else None,
+            journal=s.runtime.state().journal if s.runtime else None,
             fault=s.runtime.fault if s.runtime else None,
             clients=len(s.hub.clients),
             direct_clients=sum(c.transport is not None for c in s.hub.clients),

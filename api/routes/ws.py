@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
-from api.deps import token_of, view
+from api.deps import token_of, typed_view
 from api.errors import ApiError
 from api.protocol import CLIENT, HoldMessage, Ping, Sync
 from api.routes.holds import hold_target
@@ -24,6 +24,7 @@ from hall.budget import Budget
 from hall.channel import ChannelService
 from hall.config import Config
 from hall.hall import Hall
+from hall.hub import state_message
 from reader.errors import ReaderError
 from reader.events import OPERATOR, Hold, Release
 
@@ -85,7 +86,7 @@ async def ws(websocket: WebSocket, ch: str) -> None:
                          transport=direct_transport(websocket))
     svc.hub.send_to(client, {"type": "hello", "role": p.role.value, "referee": p.referee,
                              "channel": ch})
-    svc.hub.send_to(client, {"type": "state", **view(svc, p)})
+    svc.hub.send_to(client, state_message(typed_view(svc, p)))
     if speaker and svc.speakers is not None:
         svc.hub.send_to(client, svc.speakers.message())
     if client.referee or speaker:

@@ -1,0 +1,81 @@
+"""A channel's state as typed values, from the engine's snapshot to what its operator sees
+(hall.views gives what everyone else sees; hall.wire makes the JSON of either)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hall.recovery import RecoveryReport
+from hall.rendering import RenderProgress
+from hall.wire import FLATTEN, OMIT_NONE
+from reader.kimariji import LeftCard, ReadCard
+from reader.snapshot import Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class Kimariji:
+    """The kimariji of the cards read (in order) and of those still on the mats."""
+
+    read: tuple[ReadCard, ...]
+    left: tuple[LeftCard, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MatchState:
+    """The match as a channel publishes it: the engine's snapshot (its fields on the wire) and,
+    where the match's deck is known, the kimariji."""
+
+    snapshot: Snapshot = field(metadata=FLATTEN)
+    kimariji: Kimariji | None = field(default=None, metadata=OMIT_NONE)
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelState:
+    """What a channel's runtime publishes."""
+
+    channel: str
+    seq: int
+    audio: str
+    journal: str
+    fault: str | None
+    no_device: str | None
+    recovered: RecoveryReport | None
+    render: RenderProgress | None
+    match: MatchState | None
+    voice: dict[str, Any]  # the prepared match's voice settings (VOICE_MATCH_KEYS)
+    preset: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RefereeView:
+    id: str
+    name: str
+    connected: bool
+    holding: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SpeakersView:
+    mode: str  # server.channels[].output
+    pages: int  # speaker pages connected
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorView:
+    """The channel as its operator sees it: the runtime's state (None before it started) and
+    the service's own: its sequence number, output, speakers, volume, referees and PIN."""
+
+    state: ChannelState | None = field(metadata=FLATTEN)
+    channel: str
+    seq: int
+    output: str
+    speakers: SpeakersView
+    volume_db: float
+    output_stats: dict[str, int] | None
+    referees: tuple[RefereeView, ...]
+    pin: str
+
+    @property
+    def match(self) -> MatchState | None:
+        return self.state.match if self.state is not None else None
