@@ -24,11 +24,13 @@ from typing import Any
 from desk import tournament as ops
 from desk.errors import Conflict, NotFound
 from desk.model import Reading, ReadingStatus, Round, Tournament
+from hall.channel import ChannelService
 from hall.config import Config
 from hall.deskstore import DeskStore, Op, now_iso
 from hall.deskviews import PUBLIC_READING, Builds, Built, Kind, build_view, json_bytes
 from hall.hall import Hall
 from hall.inbox import PrepareMatch
+from hall.states import RefereeView
 from reader.errors import ReaderError
 from reader.events import Close, ExtraCard, Start
 from reader.programme import Phase
@@ -140,7 +142,7 @@ class Desk:
         return body
 
     # ------------------------------------------------------------------ the readers
-    def _channel(self, name: str | None) -> Any:
+    def _channel(self, name: str | None) -> ChannelService | None:
         if self.hall is None or name is None:
             return None
         svc = self.hall.channels.get(name)
@@ -156,6 +158,7 @@ class Desk:
         if svc is None:
             return {"state": "no_channel", "channel": r.reading.channel}
         rt = svc.runtime
+        assert rt is not None  # _channel gives running channels only
         current = rt.journal_path.name if rt.journal_path is not None else None
         if r.reading.status is ReadingStatus.STARTING:
             return {"state": "unconfirmed", "channel": r.reading.channel}
@@ -233,9 +236,11 @@ class Desk:
             raise Conflict(f"channel {ch} cannot read round {number}: {e}",
                            "finish or abort the channel's match at the console, then start "
                            "again") from None
-        engine = svc.runtime.engine
+        rt = svc.runtime
+        assert rt is not None  # _channel gives running channels only
+        engine = rt.engine
         seed = engine.deck.seed if engine is not None else 0
-        journal = svc.runtime.journal_path.name if svc.runtime.journal_path else None
+        journal = rt.journal_path.name if rt.journal_path else None
         for r in rounds:
             await self.change(tid, partial(_confirm, block=r.block, number=number, seed=seed,
                                            journal=journal))
@@ -302,14 +307,15 @@ class Desk:
             if r.reading is None or r.reading.status is not ReadingStatus.STARTING:
                 continue
             svc = self._channel(r.reading.channel)
-            path = svc.runtime.journal_path if svc is not None else None
+            rt = svc.runtime if svc is not None else None
+            path = rt.journal_path if rt is not None else None
             began = _journal_time(path.name) if path is not None else None
             try:
                 asked = datetime.fromisoformat(r.reading.requested_at)
             except ValueError:
                 asked = None
-            if began is not None and asked is not None and began >= asked and svc is not None:
-                engine = svc.runtime.engine
+            if began is not None and asked is not None and began >= asked and rt is not None:
+                engine = rt.engine
                 seed = engine.deck.seed if engine is not None else 0
                 assert path is not None
                 await self.change(t.id, partial(_confirm, block=r.block, number=r.number,
@@ -323,10 +329,7 @@ class Desk:
                 log.warning("desk %s: round %d of block %s: the start was interrupted before "
                             "its channel read it; start it again", t.id, r.number, r.block)
 
-    def block_of_channel_referee(self, channel: str) -> list[dict[str, Any]]:
+    def block_of_channel_referee(self, channel: str) -> tuple[RefereeView, ...]:
         svc = self._channel(channel)
-        if svc is None:
-            return []
-        out: list[dict[str, Any]] = svc.referees()
-        return out
+        return () if svc is None else svc.referees()
 

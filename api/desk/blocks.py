@@ -30,6 +30,7 @@ from desk.errors import Invalid, NotFound
 from desk.model import Method
 from desk.views import round_view
 from hall.auth import Role
+from hall.wire import to_wire
 
 router = APIRouter(prefix=PREFIX, tags=["tournaments"])
 
@@ -123,7 +124,8 @@ async def referees(tid: str, request: Request, _p: Op) -> RefereesView:
     channels = sorted({b.channel for b in t.blocks if b.channel})
     return RefereesView(assigned=[{"referee": x.referee, "name": x.name, "channel": x.channel,
                                    "mats": list(x.mats)} for x in t.referees],
-                        channels={c: d.block_of_channel_referee(c) for c in channels})
+                        channels={c: to_wire(d.block_of_channel_referee(c))
+                                  for c in channels})
 
 
 @router.put("/{tid}/referees/{referee}", summary="The mats a referee enters results for",
