@@ -13,6 +13,10 @@ bin="${BIN:-.venv/bin}"
 run="${YH_RUN:-/tmp/yomite-audio}"
 workers="${YOMITE_TEST_WORKERS:-4}"
 
+# the suite starts ~60 servers and 4 workers: let them share compiled modules (a shell that
+# sets PYTHONDONTWRITEBYTECODE would have each compile the whole project again)
+unset PYTHONDONTWRITEBYTECODE
+
 # every process the suite starts inherits this mark, so that what is left over can be found
 mark="$$-$(date +%s%N)"
 started=no
