@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from reader.deck import SEED_MAX
+from reader.programme import Phase
 from reader.text import clean_text
 
 
@@ -123,8 +124,7 @@ class MatchState(Open):
 
     seq: int
     at_s: float = Field(description="the match clock (the audio device's), seconds")
-    phase: str = Field(description="ready, bowing, announcing, memorising, prelude, reading, "
-                       "finished, tiebreak, closing, closed or aborted")
+    phase: Phase = Field(description="where the match is in the rules' order")
     paused: bool
     resumes_at_s: float | None
     holds: list[HoldState]

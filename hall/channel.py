@@ -65,7 +65,7 @@ class ChannelService:
         self.output = "device"  # server.channels[].output
         self.volume_db = 0.0
         self.seq = 0
-        self._state: ChannelState | None = None  # the runtime's latest
+        self._state = ChannelState.before_start(name)  # the runtime's latest
         self._listeners: list[Callable[[Latest], None]] = []
         # the clients' fan-out is the first subscriber to the channel's states
         self.subscribe(self._to_hub)
@@ -211,7 +211,7 @@ class ChannelService:
         self.auth.remove(rid)  # OSError if the removal cannot be recorded: nothing changed
         self._pending.pop(rid, None)
         if self.runtime is not None:
-            m = self._state.match if self._state is not None else None
+            m = self._state.match
             if m is not None and any(h.referee == rid for h in m.snapshot.holds):
                 try:
                     await self.runtime.submit(Release(rid))
@@ -262,7 +262,7 @@ class ChannelService:
         for c in self.hub.clients:
             if c.referee:
                 connected[c.referee] = connected.get(c.referee, 0) + 1
-        m = self._state.match if self._state is not None else None
+        m = self._state.match
         holding = {h.referee for h in m.snapshot.holds} if m is not None else set()
         return tuple(
             RefereeView(r.id, r.name, connected.get(r.id, 0) > 0, r.id in holding)

@@ -46,6 +46,13 @@ class ChannelState:
     voice: dict[str, Any]  # the prepared match's voice settings (VOICE_MATCH_KEYS)
     preset: str | None
 
+    @staticmethod
+    def before_start(channel: str) -> ChannelState:
+        """A channel's state until its runtime has published one (no match, no output yet)."""
+        return ChannelState(channel=channel, seq=0, audio="", journal="ok", fault=None,
+                            no_device=None, recovered=None, render=None, match=None, voice={},
+                            preset=None)
+
 
 @dataclass(frozen=True, slots=True)
 class RefereeView:
@@ -66,7 +73,7 @@ class OperatorView:
     """The channel as its operator sees it: the runtime's state (None before it started) and
     the service's own: its sequence number, output, speakers, volume, referees and PIN."""
 
-    state: ChannelState | None = field(metadata=FLATTEN)
+    state: ChannelState = field(metadata=FLATTEN)
     channel: str
     seq: int
     output: str
@@ -78,4 +85,4 @@ class OperatorView:
 
     @property
     def match(self) -> MatchState | None:
-        return self.state.match if self.state is not None else None
+        return self.state.match

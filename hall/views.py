@@ -106,7 +106,7 @@ class PublicView:
     """The channel as viewers, referees and speakers see it: no PIN, no output counters, and
     of the referees only those whose hand is up."""
 
-    state: PublicRuntime | None = field(metadata=FLATTEN)
+    state: PublicRuntime = field(metadata=FLATTEN)
     channel: str
     seq: int
     output: str
@@ -152,7 +152,7 @@ def public_runtime(st: ChannelState) -> PublicRuntime:
 def public_view(op: OperatorView) -> PublicView:
     """What viewers, referees and speakers see (README "Who sees what, and when")."""
     return PublicView(
-        state=None if op.state is None else public_runtime(op.state),
+        state=public_runtime(op.state),
         channel=op.channel, seq=op.seq, output=op.output, speakers=op.speakers,
         volume_db=op.volume_db,
         # a projector shows whose hand is up, never who has joined: only those names go out

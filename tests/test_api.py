@@ -5,6 +5,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from hall.config import parse_config
+from reader.programme import Phase
 
 TOKEN = "operator-token-for-tests-0123456789"
 OP = {"Authorization": f"Bearer {TOKEN}"}
@@ -503,7 +504,10 @@ def test_the_openapi_is_typed_and_the_websocket_protocol_documented(client):
     log = spec["paths"]["/api/channels/{ch}/match/log"]["get"]["responses"]["200"]["content"]
     assert log["application/json"]["schema"]["$ref"].endswith("/MatchLog") and "text/csv" in log
     phase = spec["components"]["schemas"]["MatchState"]["properties"]["phase"]
-    assert "closing" in phase["description"]
+    # the phase is the engine's enum, every value named in the schema
+    ref = phase.get("$ref") or phase["allOf"][0]["$ref"]
+    values = spec["components"]["schemas"][ref.rsplit("/", 1)[-1]]["enum"]
+    assert set(values) == {p.value for p in Phase} and "closing" in values
     docs = client.get("/docs").text
     assert "cdn" not in docs.lower() and "/static-offline-docs/swagger-ui-bundle.js" in docs
     js = client.get("/static-offline-docs/swagger-ui-bundle.js")
