@@ -564,7 +564,14 @@ def check_audio(cap: Capture, t_press: float, t_release: float,
     """Sound just before the press; silence from at most HOLD_SILENT_S after it for as long as
     the hand was up; sound again once the lead-in that follows the release is over."""
     left = verse_left_at_cut(timeline)
-    assert left > HOLD_SILENT_S + 0.25, (
+    # the reading must fall silent within HOLD_SILENT_S of the press and a quarter second
+    # before the verse would have ended by itself (the cut came after the press, so the verse
+    # would have sounded until `left` after it at the earliest): a hold that let the verse
+    # play on fails, however late the press came in the verse. On a loaded machine the press
+    # can land late (the tap is seen 1-2 s into the verse): only a press too late for any
+    # working hold to show (under 0.75 s to go) proves nothing
+    silent_within = min(HOLD_SILENT_S, left - 0.25)
+    assert silent_within >= 0.5, (
         f"the press came {left:.2f} s before the verse's end: too late to tell a hold that "
         "cuts the verse from one that lets it end")
     loud = np.abs(cap.x) > THRESHOLD
@@ -589,11 +596,12 @@ def check_audio(cap: Capture, t_press: float, t_release: float,
           f"{LEAD_IN_S * 1000:.0f} ms), silent for {back - last_sound:.2f} s; capture jitter "
           f"{cap.jitter_ms:.1f} ms; sound near the press (ms): {near}; the verse had "
           f"{left:.2f} s to go")
-    assert last_sound < t_press + HOLD_SILENT_S, (
-        f"the reading went on {(last_sound - t_press) * 1000:.0f} ms after the press")
+    assert last_sound < t_press + silent_within, (
+        f"the reading went on {(last_sound - t_press) * 1000:.0f} ms after the press (bound "
+        f"{silent_within * 1000:.0f} ms: the verse had {left:.2f} s to go)")
     assert last_sound > t_press - 0.5, "a long silence before the press: the test is broken"
     # `back` is the first sound after the release: with the bound above, silence from
-    # HOLD_SILENT_S after the press until the lead-in that follows the release was over
+    # silent_within after the press until the lead-in that follows the release was over
     assert LEAD_IN_S - 0.05 < back - t_release < BACK_WITHIN_S, (
         f"the reading came back {back - t_release:.2f} s after the release")
 
