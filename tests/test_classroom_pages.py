@@ -10,6 +10,7 @@ verse has been read, and the list of cards read; 感想戦 prepares the same ord
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -137,7 +138,10 @@ def test_presets_settings_projector_and_replay(server: Server, browser: Browser)
     p = poems[first]
     expect(display.locator("#last")).to_have_attribute("data-poem", str(first))
     k = kimariji(first, log["header"]["deck"]["poems"])
-    expect(display.locator("#last-kana mark.kimariji")).to_have_text(k)
+    # marked in the kana as printed: a kimariji longer than the first phrase spans the space
+    # after it (poem 64's あさぼらけ う), so the mark is compared without spaces
+    expect(display.locator("#last-kana mark.kimariji")).to_have_text(
+        re.compile("^" + r"\s*".join(map(re.escape, k)) + "$"))
     expect(display.locator("#torifuda .col")).to_have_count(3)
     cols = display.locator("#torifuda .col").all_inner_texts()
     assert "".join(cols) == p["shimo_kana"].replace(" ", "")
