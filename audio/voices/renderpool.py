@@ -235,6 +235,13 @@ class PooledVoice:
     def lacks(self, poems: Iterable[int]) -> list[int]:
         return self.local.lacks(poems)
 
+    def cache_key(self, clip: Clip) -> str:
+        """The render cache's key: the voice and every setting (speed, pitch...). The speaker
+        pages' encoded clips are stored under it (hall.speaker.ClipStore): without it they were
+        keyed by the engine's name and the verse alone, and a page could be served the verse
+        rendered at another speed (a 2.6 s clip in a 4.33 s slot of the timeline)."""
+        return self.local.cache_key(clip)
+
     def frames(self, clip: Clip) -> int:
         self._wait(clip)
         return self.local.frames(clip)
