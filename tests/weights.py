@@ -14,7 +14,7 @@ WEIGHTS_S: dict[str, int] = {
     "test_recovery.py": 132,
     "test_fuzz.py": 103,
     "test_pages.py": 92,
-    "test_speaker_pages.py": 92,
+    "test_speaker_pages.py": 105,
     "test_faults.py": 91,
     "test_openjtalk.py": 57,
     "test_api.py": 48,
