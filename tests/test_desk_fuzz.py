@@ -43,7 +43,13 @@ def fuzz_config() -> SchemathesisConfig:
     return cfg
 
 
-schema = schemathesis.openapi.from_dict(desk_spec(), config=fuzz_config())
+@pytest.fixture(scope="module")
+def desk_schema():
+    return schemathesis.openapi.from_dict(desk_spec(), config=fuzz_config())
+
+
+# built by the worker that runs the test, not by every worker's collection (tests/test_fuzz.py)
+schema = schemathesis.pytest.from_fixture("desk_schema")
 calls = {"n": 0, "by_status": {}}
 
 

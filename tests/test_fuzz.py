@@ -50,7 +50,14 @@ def focused_spec():
     return spec
 
 
-schema = schemathesis.openapi.from_dict(focused_spec())
+@pytest.fixture(scope="module")
+def api_schema():
+    return schemathesis.openapi.from_dict(focused_spec())
+
+
+# built when the test runs, on the worker that runs it, not by every worker's collection (the
+# cases of its coverage phase took 6 s of CPU to collect, four times over)
+schema = schemathesis.pytest.from_fixture("api_schema")
 calls = {"n": 0, "by_status": {}}
 
 
@@ -91,7 +98,12 @@ def ws_spec() -> dict:
             "components": {"schemas": defs}}
 
 
-ws_schema = schemathesis.openapi.from_dict(ws_spec())
+@pytest.fixture(scope="module")
+def ws_api_schema():
+    return schemathesis.openapi.from_dict(ws_spec())
+
+
+ws_schema = schemathesis.pytest.from_fixture("ws_api_schema")
 ws_calls = {"n": 0, "replies": {}}
 WS_EXAMPLES = 150
 
