@@ -71,8 +71,8 @@ def server(tmp_path_factory):
     s.stop()
 
 
-@schema.parametrize()
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@schema.parametrize()
 def test_no_server_errors(case, server):
     headers = {"Authorization": f"Bearer {TOKEN}"} if calls["n"] % 2 == 0 else None
     response = case.call(base_url=server.base, headers=headers, timeout=10)

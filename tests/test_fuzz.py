@@ -68,9 +68,10 @@ def server(tmp_path_factory):
     s.stop()
 
 
-@schema.parametrize()
+# the settings outside: the lazy runner reads them from the test it returns
 @settings(max_examples=EXAMPLES, deadline=None,
           suppress_health_check=list(HealthCheck))
+@schema.parametrize()
 def test_no_server_errors(case, server):
     # half the cases as the operator (deep paths), half as whoever the schema makes up
     headers = {"Authorization": f"Bearer {TOKEN}"} if calls["n"] % 2 == 0 else None
@@ -160,8 +161,8 @@ def sockets(server):
     s.close()
 
 
-@ws_schema.parametrize()
 @settings(max_examples=WS_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@ws_schema.parametrize()
 def test_websocket_messages_from_their_schema(case, server, sockets):
     # a body the negative mode left out is an empty message; bytes go as text (a binary
     # frame closes the socket by design: tests/test_reliability.py)
