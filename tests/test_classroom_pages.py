@@ -194,3 +194,47 @@ def test_a_speaker_page_on_a_channel_without_speakers_says_so(server: Server,
     expect(page.locator("#sound-text")).to_contain_text("server.channels[].output")
     assert page.evaluate("Y.live.stopped"), "it stops asking"
     assert not [e for e in errors if "WebSocket" not in e], errors
+
+
+def test_the_console_withholds_the_card_being_read_unless_asked(server: Server,
+                                                               browser: Browser) -> None:
+    """A teacher's laptop is mirrored to the class's screen: the console shows nothing of the
+    card being read (its number of the hundred, its verses) until its lower verse has been
+    read, as the projector does; the operator's switch shows it, kept in the browser. The
+    match is held inside card 1, so what the page shows is compared against a fixed state."""
+    errors: list[str] = []
+    poems = {p["no"]: p for p in httpx2.get(f"{server.base}/api/poems").json()}
+    api(server, "POST", "/api/channels/pink/match", json={
+        "seed": 3, "overrides": {"memorise_s": 1, "cards": 1}, "voice": {"speed": 0.5}})
+    api(server, "POST", "/api/channels/pink/match/start")
+    deadline = time.monotonic() + 60
+    while True:  # card 1's upper verse (6 s or more at speed 0.5) has begun: hold it there
+        seg = api(server, "GET", "/api/channels/pink")["match"]["segment"]
+        if seg and seg["card"] == 1:
+            break
+        assert time.monotonic() < deadline, seg
+        time.sleep(0.05)
+    m = api(server, "PUT", "/api/channels/pink/holds/@operator", json={})["match"]
+    assert m["paused"] and m["cut"]["card"] == 1 and m["cards"][0]["finished_s"] is None, m
+    p = poems[m["cut"]["poem"]]
+    try:
+        console = open_page(browser, f"{server.base}/console#token={TOKEN}", errors)
+        console.select_option("#channel", "pink")
+        expect(console.locator("#card-rows td.withheld")).to_have_count(1)
+        expect(console.locator("#now")).to_contain_text("1 枚目")
+        assert not console.is_checked("#reveal")
+        text = console.locator("#card-rows").inner_text() + console.locator("#now").inner_text()
+        for secret in (f"{p['no']}番", p["kami"].split()[0], p["shimo"].split()[0]):
+            assert secret not in text, (secret, text)
+        console.locator(".panel.cards").screenshot(path=str(SHOTS / "console-withheld.png"))
+        # the operator asks: the card being read is shown, in the table and the line above
+        console.check("#reveal")
+        expect(console.locator(f"#card-rows tr[data-poem='{p['no']}']")).to_have_count(1)
+        expect(console.locator("#now")).to_contain_text(f"{p['no']}番")
+        assert console.evaluate("localStorage.getItem('yomite.console.reveal')") == "1"
+        console.uncheck("#reveal")
+        expect(console.locator("#card-rows td.withheld")).to_have_count(1)
+        expect(console.locator("#now")).not_to_contain_text(f"{p['no']}番")
+        assert not errors, errors
+    finally:
+        api(server, "POST", "/api/channels/pink/match/abort")

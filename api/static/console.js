@@ -24,7 +24,7 @@
     memorise: $("memorise"), cards: $("cards"), prepare: $("prepare"), qr: $("qr"), pin: $("pin"),
     loopback: $("loopback"), joinUrl: $("join-url"), displayUrl: $("display-url"),
     basePick: $("base-pick"), joinBase: $("join-base"),
-    refCount: $("ref-count"), referees: $("referees"), csv: $("csv"), cardRows: $("card-rows"),
+    refCount: $("ref-count"), referees: $("referees"), csv: $("csv"), cardRows: $("card-rows"), reveal: $("reveal"),
     output: $("output"), audio: $("audio"), newPin: $("new-pin"), history: $("history"), replay: $("replay"), presetPicks: $("preset-picks"),
     presetSets: $("preset-sets"), lower: $("lower"), speed: $("speed"), gapVerses: $("gap-verses"),
     gapCards: $("gap-cards"), gapRepeat: $("gap-repeat"), poemPicks: $("poem-picks"),
@@ -349,11 +349,32 @@
     }
   }
 
+  // a card's poem is shown once its (last) lower verse has been read, as on the projector: a
+  // laptop mirrored to the class's screen must not show the answer while the class listens.
+  // The operator may show every card at once (kept in this browser).
+  const REVEAL_KEY = "yomite.console.reveal";
+  let reveal = localStorage.getItem(REVEAL_KEY) === "1";
+  ui.reveal.checked = reveal;
+  ui.reveal.addEventListener("change", () => {
+    reveal = ui.reveal.checked;
+    localStorage.setItem(REVEAL_KEY, reveal ? "1" : "0");
+    render();
+  });
+
+  /** Whether card `n` of match `m` may be shown: read to its end, or the operator asked. */
+  function shown(m, n) {
+    if (reveal) return true;
+    const c = m && m.cards.find((x) => x.n === n);
+    return !!c && c.finished_s !== null;
+  }
+
   function nowText(m) {
     const seg = m && (m.paused ? m.cut : m.segment);
     if (!seg || !Y.isRunning(m)) return "";
     let what = Y.segmentText(seg, m);
-    if (seg.card && seg.poem) {
+    if (seg.card && seg.poem && !shown(m, seg.card)) {
+      what = `${t("card_no", { n: seg.card })} ${what}`;
+    } else if (seg.card && seg.poem) {
       const p = poems && poems.get(seg.poem);
       what = `${t("card_no", { n: seg.card })} ${what} — ${t("poem_no", { no: seg.poem })}`;
       if (p) what += ` ${seg.verse === "shimo" ? p.shimo : p.kami}`;
@@ -440,6 +461,13 @@
     }
     const rel = (s) => (t0 === null || s === null ? "" : Y.fmtTime(s - t0));
     ui.cardRows.replaceChildren(...cards.slice().reverse().map((c) => {
+      if (!shown(m, c.n)) {
+        return Y.el("tr", { class: "reading", dataset: { poem: "" } },
+          Y.el("th", { scope: "row" }, String(c.n)),
+          Y.el("td", { class: "poem withheld" }, t("poem_hidden")),
+          Y.el("td", { class: "time" }, rel(c.started_s)),
+          Y.el("td", { class: "time" }, t("in_progress")));
+      }
       const p = poems && c.poem ? poems.get(c.poem) : null;
       const poemCell = Y.el("td", { class: "poem" },
         Y.el("span", { class: "no" }, c.poem ? t("poem_no", { no: c.poem }) : ""),
