@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -11,7 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from audio.errors import AudioError
 from desk.errors import DeskError
 from hall.errors import ChannelFault, ChannelStopped, JournalUnavailable
-from reader.errors import BadDeck, ConfigError, IllegalMove, ReaderError
+from reader.errors import BadDeck, ConfigError, IllegalMove, ReaderError, TooManyCards
 
 
 class ApiError(Exception):
@@ -22,8 +24,13 @@ class ApiError(Exception):
         super().__init__(detail)
 
 
-def body(code: str, detail: str, hint: str = "") -> dict[str, str]:
-    return {"error": code, "detail": detail, "hint": hint}
+def body(code: str, detail: str, hint: str = "",
+         params: dict[str, int] | None = None) -> dict[str, Any]:
+    """`params`: the figures a page puts in its own words for the code (err_<code>)."""
+    out: dict[str, Any] = {"error": code, "detail": detail, "hint": hint}
+    if params:
+        out["params"] = params
+    return out
 
 
 def install_handlers(app: FastAPI) -> None:
@@ -67,6 +74,10 @@ def install_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ReaderError)
     async def _reader(_r: Request, e: ReaderError) -> JSONResponse:
+        if isinstance(e, TooManyCards):
+            return JSONResponse(body("too_many_cards", str(e),
+                                     f"choose {e.poems} cards or fewer, or add colours or poems",
+                                     {"cards": e.cards, "poems": e.poems}), 422)
         code = "bad_deck" if isinstance(e, BadDeck) else (
             "bad_settings" if isinstance(e, ConfigError) else "refused")
         return JSONResponse(body(code, str(e), "correct the request and send it again"), 422)

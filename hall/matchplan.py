@@ -44,11 +44,13 @@ def plan_match(p: PrepareMatch, config: Config, *, colors: tuple[str, ...] | Non
     match_over = merge_overrides(match_over, p.overrides)
     voice_over = {**voice_over, **p.voice}
     match_cfg = config.match
+    # the cards are checked against the deck the match is built with (the request's colours
+    # or poems, else the channel's, else match.colors), where a refusal names both figures
+    # (reader.errors.TooManyCards), not against the configured colours
     if colors and "colors" not in match_over:
-        # the channel's own deck: validated as the match's default deck (cards fit)
-        match_cfg = with_match_overrides(match_cfg, {"colors": list(colors)})
+        match_cfg = with_match_overrides(match_cfg, {"colors": list(colors)}, own_deck=True)
     if match_over:
-        match_cfg = with_match_overrides(match_cfg, match_over)
+        match_cfg = with_match_overrides(match_cfg, match_over, own_deck=True)
     voice_cfg = with_voice_overrides(config.voice, voice_over)
     deck_colors = p.colors or (() if p.poems else match_cfg.colors)
     deck = Deck.build(colors=deck_colors, poems=p.poems, seed=p.seed, key=deck_key)

@@ -12,7 +12,15 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from .deck import parse_color
 from .errors import BadDeck, ConfigError
@@ -128,7 +136,12 @@ class MatchConfig(Frozen):
             raise ValueError(str(e)) from None
 
     @model_validator(mode="after")
-    def _cards_fit_deck(self) -> Self:
+    def _cards_fit_deck(self, info: ValidationInfo) -> Self:
+        # a match that brings a deck of its own (colours or hand-picked poems) has its cards
+        # checked against that deck when it is built (reader/schedule.py), not against these
+        # colours (with_match_overrides(own_deck=True))
+        if info.context and info.context.get("own_deck"):
+            return self
         size = 20 * len(self.colors)
         if self.cards > size:
             raise ValueError(
@@ -235,12 +248,15 @@ def refuse_coercions(model: type[BaseModel], data: Any, loc: tuple[str | int, ..
                         refuse_coercions(sub, item, (*where, i), source)
 
 
-def with_match_overrides(match: MatchConfig, overrides: dict[str, Any]) -> MatchConfig:
-    """A match's settings with per-match overrides (same keys as config.yaml's `match`)."""
+def with_match_overrides(match: MatchConfig, overrides: dict[str, Any], *,
+                         own_deck: bool = False) -> MatchConfig:
+    """A match's settings with per-match overrides (same keys as config.yaml's `match`).
+    `own_deck`: the match names its own colours or poems, which its cards must fit instead of
+    `colors` (checked when the match is built: reader.errors.TooManyCards)."""
     refuse_coercions(MatchConfig, overrides, (), "overrides")
     merged = _deep_merge(match.model_dump(mode="json"), overrides)
     try:
-        return MatchConfig.model_validate(merged)
+        return MatchConfig.model_validate(merged, context={"own_deck": own_deck})
     except ValidationError as e:
         raise explain(e, "overrides", MatchConfig) from None
 

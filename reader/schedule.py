@@ -15,7 +15,7 @@ from .clock import Clock
 from .commands import Command, PlayClip, StopAudio
 from .config import MatchConfig, ResumePolicy
 from .deck import Deck
-from .errors import BadDeck
+from .errors import BadDeck, TooManyCards
 from .programme import Phase, Segment, SegmentKind, build_programme, closing, extra_card
 
 
@@ -65,11 +65,10 @@ class Schedule:
         self._voice = voice
         self._clock = clock
         self.cards_planned = match.cards if cards is None else cards
-        if not 1 <= self.cards_planned <= len(deck.order):
-            raise BadDeck(
-                f"cards is {self.cards_planned} but the deck holds {len(deck.order)} poems; "
-                f"choose 1..{len(deck.order)} cards or a larger deck"
-            )
+        if self.cards_planned > len(deck.order):
+            raise TooManyCards(self.cards_planned, len(deck.order))
+        if self.cards_planned < 1:
+            raise BadDeck(f"cards is {self.cards_planned}; choose 1..{len(deck.order)} cards")
         self._segs: list[Segment] = build_programme(match, deck.order, self.cards_planned)
         self._silence = [round(s.silence_s * rate) for s in self._segs]
         self._lead_in = round(match.resume.lead_in_s * rate)

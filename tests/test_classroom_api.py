@@ -241,3 +241,28 @@ def test_speaker_pages_per_channel_are_bounded(tmp_path, monkeypatch):
                 c.websocket_connect(as_speaker(c)) as second:
             second.receive_json()
         assert e.value.code == 1013 and e.value.reason == "too_many_speakers"
+
+
+def test_a_deck_of_the_matchs_own_sets_how_many_cards_it_may_read(client):
+    """Issue 20, item 6: the cards of a match that names its own deck are checked against that
+    deck, not against the configured colour (one colour: 20 poems). Too many for the deck is
+    refused with its figures, for the page's own words, and the match before is kept."""
+    picked = list(range(1, 26))
+    s = prepare(client, poems=picked, seed=1, overrides={"cards": 25})
+    assert s["match"]["cards_planned"] == 25 and s["match"]["unread_left"] == 0
+    s = prepare(client, colors=["blue", "pink"], seed=2, overrides={"cards": 30})
+    assert s["match"]["cards_planned"] == 30 and s["match"]["unread_left"] == 10
+    # one colour, 25 cards: refused, naming both figures; the two-colour match stays prepared
+    r = client.post("/api/channels/main/match", json={"colors": ["green"], "overrides": {
+        "cards": 25}}, headers=OP)
+    assert r.status_code == 422, r.text
+    body = r.json()
+    assert body["error"] == "too_many_cards" and body["params"] == {"cards": 25, "poems": 20}
+    assert "choose 20 cards or fewer" in body["hint"]
+    m = client.get("/api/channels/main", headers=OP).json()["match"]
+    assert m["cards_planned"] == 30 and m["colors"] == ["blue", "pink"]
+    # the configured deck (blue) bounds a match that names none, in the same words
+    r = client.post("/api/channels/main/match", json={"overrides": {"cards": 21}}, headers=OP)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"] == "too_many_cards" and r.json()["params"] == {"cards": 21,
+                                                                             "poems": 20}

@@ -130,12 +130,13 @@
 
   // ------------------------------------------------------------------ the API
   class ApiError extends Error {
-    constructor(status, code, detail, hint) {
+    constructor(status, code, detail, hint, params = null) {
       super(detail || code);
       this.status = status;
       this.code = code;
       this.detail = detail;
       this.hint = hint;
+      this.params = params; // the figures for err_<code>'s words (e.g. too_many_cards)
     }
   }
 
@@ -161,7 +162,7 @@
         data = await res.json();
       } catch (_e) { /* not JSON: a proxy's page */ }
       throw new ApiError(res.status, data.error || `http_${res.status}`,
-        data.detail || res.statusText, data.hint || "");
+        data.detail || res.statusText, data.hint || "", data.params || null);
     }
     if (raw) return res;
     const type = res.headers.get("content-type") || "";
@@ -192,7 +193,7 @@
     const known = key in STRINGS.ja;
     const english = lang === "en" || !known;
     return {
-      title: known ? t(key) : t("error"),
+      title: known ? t(key, err.params || {}) : t("error"),
       detail: english ? (err.detail || "") : "",
       hint: english ? (err.hint || "") : "",
       meta: err.status ? `${t("error")} ${err.status} · ${err.code}` : `${t("error")} · ${err.code}`,
@@ -470,8 +471,14 @@
     return m.holds.filter((h) => h.referee !== except).map((h) => holderName(h));
   }
 
+  // yomite's own holds (reader/events.py), said in the page's language: the name the server
+  // gives them is English ("recovered after a restart", "audio device: …")
+  const SYSTEM_HOLDS = { "@recovered": "hold_recovered", "@audio": "hold_audio",
+    "@fault": "hold_fault", "@journal": "hold_journal" };
+
   function holderName(h) {
     if (h.referee === "@operator" && (!h.name || h.name === "operator")) return t("operator_name");
+    if (SYSTEM_HOLDS[h.referee]) return t(SYSTEM_HOLDS[h.referee]);
     return h.name || h.referee;
   }
 

@@ -677,8 +677,8 @@
     if (f.gapCards !== null) gaps.between_cards_s = f.gapCards;
     if (f.gapRepeat !== null) gaps.repeat_s = f.gapRepeat;
     if (Object.keys(gaps).length) over.gaps = gaps;
-    // the overrides are validated with their own deck: without the colours, 30 cards of two
-    // colours would be refused because the configured deck has one colour (the CLI does this too)
+    // the match's settings name its colours too (its journal's header keeps them); the cards
+    // are checked against the deck the server builds (the colours and the poems picked)
     if (f.colours.length) over.colors = f.colours;
     if (Object.keys(over).length) body.overrides = over;
     if (f.speed !== null) body.voice = { speed: f.speed };
