@@ -238,3 +238,62 @@ def test_the_console_withholds_the_card_being_read_unless_asked(server: Server,
         assert not errors, errors
     finally:
         api(server, "POST", "/api/channels/pink/match/abort")
+
+
+def test_too_many_cards_for_the_deck_is_said_with_its_figures(server: Server,
+                                                             browser: Browser) -> None:
+    """Issue 20, item 6: the Japanese console says how many cards the deck holds and what to
+    change, not only that a setting is wrong; 25 hand-picked poems read 25 cards."""
+    errors: list[str] = []
+    console = open_page(browser, f"{server.base}/console#token={TOKEN}", errors)
+    console.select_option("#channel", "pink")
+    expect(console.locator("#conn")).to_have_attribute("data-state", "online")
+    console.fill("#cards", "25")
+    console.click("#prepare")
+    toast = console.locator(".toast").last
+    expect(toast).to_contain_text("25 枚は読めません")
+    expect(toast).to_contain_text("この札の組は 20 首です")
+    # 25 hand-picked poems (no colour ticked) hold 25 cards
+    for colour in ("blue", "pink", "yellow", "green", "orange"):
+        if console.locator(f"#colour-{colour}").is_checked():
+            console.click(f"label[for=colour-{colour}]")
+    console.click("#poem-picker summary")
+    for n in range(1, 26):
+        console.click(f"label[for=poem-{n}]")
+    expect(console.locator("#poem-count")).to_contain_text("25 首")
+    console.click("#prepare")
+    expect(console.locator("#phase")).to_have_attribute("data-phase", "ready")
+    m = api(server, "GET", "/api/channels/pink")["match"]
+    assert m["cards_planned"] == 25 and m["unread_left"] == 0
+    api(server, "POST", "/api/channels/pink/match/abort")
+    assert not [e for e in errors if "422" not in e], errors
+
+
+def test_yomites_own_holds_are_named_in_the_pages_language(server: Server,
+                                                          browser: Browser) -> None:
+    """Issue 20, item 9: after a restart the match waits, held by `@recovered`; the Japanese
+    console and projector named the holder 「recovered after a restart」 (the server's English
+    name for it). Killed mid-card and started again, the pages now say it in Japanese."""
+    errors: list[str] = []
+    api(server, "POST", "/api/channels/pink/match", json={
+        "seed": 5, "overrides": {"memorise_s": 1, "cards": 1}, "voice": {"speed": 0.5}})
+    api(server, "POST", "/api/channels/pink/match/start")
+    deadline = time.monotonic() + 60
+    while not (api(server, "GET", "/api/channels/pink")["match"]["segment"] or {}).get("card"):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    server.kill()
+    server.start()
+    m = api(server, "GET", "/api/channels/pink")["match"]
+    assert [h["referee"] for h in m["holds"]] == ["@recovered"], m["holds"]
+    display = open_page(browser, f"{server.base}/display/pink", errors)
+    console = open_page(browser, f"{server.base}/console#token={TOKEN}", errors)
+    console.select_option("#channel", "pink")
+    try:
+        expect(display.locator("#banner-sub")).to_contain_text("再起動からの復帰")
+        expect(console.locator("#paused")).to_contain_text("再起動からの復帰")
+        for page in (display, console):
+            assert "recovered after a restart" not in page.locator("body").inner_text()
+        assert not [e for e in errors if "WebSocket" not in e], errors
+    finally:
+        api(server, "POST", "/api/channels/pink/match/abort")

@@ -22,7 +22,7 @@ WEIGHTS_S: dict[str, int] = {
     "test_server.py": 45,
     "test_hostile.py": 43,
     "test_record_page.py": 43,
-    "test_classroom_pages.py": 42,
+    "test_classroom_pages.py": 60,
     "test_cli.py": 41,
     "test_recording.py": 39,
     "test_renderpool.py": 35,
