@@ -39,7 +39,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
                   "gaps": {"between_verses_s": 0.3, "between_cards_s": 0.3}},
         "voice": {"engine": "estimate", "speed": 3.0},
         "audio": {"output": "null"},
-        "server": {"channels": [{"name": "main"}, {"name": "pink", "colors": ["pink"]}]},
+        "server": {"channels": [{"name": "main"}, {"name": "pink", "colors": ["pink"]},
+                                {"name": "class", "output": "browser"}]},
     }, TOKEN).start()
     try:
         yield s
@@ -266,6 +267,12 @@ def test_too_many_cards_for_the_deck_is_said_with_its_figures(server: Server,
     m = api(server, "GET", "/api/channels/pink")["match"]
     assert m["cards_planned"] == 25 and m["unread_left"] == 0
     api(server, "POST", "/api/channels/pink/match/abort")
+    # the history's rows follow the page's language (item 9: they stayed Japanese)
+    newest = console.locator("#history li .what").first
+    expect(newest).to_contain_text("中止")
+    console.click("button.lang")
+    expect(newest).to_contain_text("Aborted")
+    expect(newest).to_contain_text("seed")
     assert not [e for e in errors if "422" not in e], errors
 
 
@@ -297,3 +304,29 @@ def test_yomites_own_holds_are_named_in_the_pages_language(server: Server,
         assert not [e for e in errors if "WebSocket" not in e], errors
     finally:
         api(server, "POST", "/api/channels/pink/match/abort")
+
+
+def test_a_browser_only_channel_with_no_speaker_open_asks_before_starting(
+        server: Server, browser: Browser) -> None:
+    """Issue 20, item 8: a channel read by the browsers alone, with no speaker page open,
+    started with no warning, and no one heard the match. The console says so next to 開始,
+    and a start needs a second press, as with no audio device."""
+    errors: list[str] = []
+    console = open_page(browser, f"{server.base}/console#token={TOKEN}", errors)
+    console.select_option("#channel", "class")
+    expect(console.locator("#conn")).to_have_attribute("data-state", "online")
+    expect(console.locator("#audio-warning")).to_be_visible()
+    expect(console.locator("#audio-warning")).to_contain_text("スピーカーのページが")
+    console.fill("#memorise", "1")
+    console.fill("#cards", "1")
+    console.click("#start")
+    assert api(server, "GET", "/api/channels/class")["match"] is None, "started at once"
+    expect(console.locator("#start")).to_contain_text("もう一度押すと")
+    console.click("#start")
+    deadline = time.monotonic() + 30
+    while (api(server, "GET", "/api/channels/class")["match"] or {}).get("phase") in (None,
+                                                                                   "ready"):
+        assert time.monotonic() < deadline, "the second press did not start the match"
+        time.sleep(0.05)
+    api(server, "POST", "/api/channels/class/match/abort")
+    assert not errors, errors

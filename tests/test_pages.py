@@ -295,6 +295,16 @@ def test_referee_joins_with_the_pin_keeps_its_identity_and_language(
     expect(ref.locator("#hold-main")).to_have_text("Stop")
     expect(ref.locator("#conn")).to_have_attribute("data-state", "online")
     assert ref.evaluate("Y.live.hello.referee") == me
+    # at 360 px the English buttons stay on one line beside a long name (40 characters, the
+    # most a name may have: "Leave" wrapped to "Leav / e"), and the page is no wider than the
+    # phone
+    expect(ref.locator("#leave")).to_have_text("Leave")
+    assert ref.evaluate("""() => {
+      document.getElementById('me').textContent = 'Referee: ' + 'W'.repeat(40);
+      const r = document.createRange(); r.selectNodeContents(document.getElementById('leave'));
+      return new Set([...r.getClientRects()].map((x) => Math.round(x.top))).size;
+    }""") == 1
+    assert ref.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
     ref.click("button.lang")
     expect(ref.locator("#hold-main")).to_have_text("止める")
 

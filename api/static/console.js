@@ -129,6 +129,7 @@
     t0 = null;
     logKey = null;
     historyKey = null;
+    historyRows = null;
     document.title = `yomite ${t("console_title")} · ${name}`;
     conn = new Y.Channel(name, {
       token: () => token,
@@ -244,15 +245,21 @@
 
   // ------------------------------------------------------------------ the history
   let historyKey = null;
+  let historyRows = null; // the last rows fetched: drawn again in the other language
 
   /** The channel's matches, newest first, each with its CSV (who held included). */
   async function loadHistory() {
-    let rows;
     try {
-      rows = await Y.api("GET", chPath("/matches?limit=20"), { token });
+      historyRows = await Y.api("GET", chPath("/matches?limit=20"), { token });
     } catch (_e) {
       return; // shown again at the next change
     }
+    renderHistory();
+  }
+
+  function renderHistory() {
+    const rows = historyRows;
+    if (rows === null) return;
     if (!rows.length) {
       ui.history.replaceChildren(Y.el("li", { class: "empty" }, t("none_yet")));
       return;
@@ -552,8 +559,9 @@
       ui.volumeOut.textContent = `${s.volume_db} dB`;
     }
     // said next to 開始, in the page's language: a match started now is heard by no one
-    ui.audioWarning.hidden = !missing;
-    ui.audioWarning.textContent = missing ? t("no_device_warning") : "";
+    const unheard = missing ? "no_device_warning" : (noSpeakers() ? "no_speakers_warning" : null);
+    ui.audioWarning.hidden = !unheard;
+    ui.audioWarning.textContent = unheard ? t(unheard) : "";
     const st = s && s.output_stats;
     ui.underruns.textContent = st ? t("underruns_value", { n: st.underruns, late: st.late_clips }) : "";
     ui.underruns.className = st && (st.underruns || st.late_clips) ? "bad" : "good";
@@ -568,11 +576,15 @@
   }
 
   const noDevice = () => !!state && state.audio === "no_device";
+  // a channel read by the browsers alone, with no speaker page open: heard by no one either
+  const noSpeakers = () => !!state && !!state.speakers && state.speakers.mode === "browser"
+    && state.speakers.pages === 0;
   let silentTimer = null;
 
-  /** With no audio device, a start (or the bow) needs a second press within 4 s. */
+  /** With no audio device, or no speaker page on a browser-only channel, a start (or the bow)
+      needs a second press within 4 s. */
   function confirmSilent(button, label) {
-    if (!noDevice() || button.classList.contains("armed")) {
+    if (!(noDevice() || noSpeakers()) || button.classList.contains("armed")) {
       clearTimeout(silentTimer);
       button.classList.remove("armed");
       button.textContent = t(label);
@@ -594,6 +606,7 @@
     Y.showConnection(ui.conn, conn ? conn.status : "connecting");
     buildColourPicks(true);
     renderPresets();
+    renderHistory();
   }
 
   // ------------------------------------------------------------------ settings
