@@ -137,9 +137,9 @@ class MatchConfig(Frozen):
 
     @model_validator(mode="after")
     def _cards_fit_deck(self, info: ValidationInfo) -> Self:
-        # a match that brings a deck of its own (colours or hand-picked poems) has its cards
-        # checked against that deck when it is built (reader/schedule.py), not against these
-        # colours (with_match_overrides(own_deck=True))
+        # a match built with a deck of its own has its cards checked against that deck when it
+        # is built (reader/schedule.py), not against these colours
+        # (with_match_overrides(own_deck=True)); config.yaml's `match` is checked here
         if info.context and info.context.get("own_deck"):
             return self
         size = 20 * len(self.colors)
@@ -251,8 +251,9 @@ def refuse_coercions(model: type[BaseModel], data: Any, loc: tuple[str | int, ..
 def with_match_overrides(match: MatchConfig, overrides: dict[str, Any], *,
                          own_deck: bool = False) -> MatchConfig:
     """A match's settings with per-match overrides (same keys as config.yaml's `match`).
-    `own_deck`: the match names its own colours or poems, which its cards must fit instead of
-    `colors` (checked when the match is built: reader.errors.TooManyCards)."""
+    `own_deck`: the match is built with a deck of its own (its colours or poems, a channel's
+    colours) that bounds its cards when it is built (reader.errors.TooManyCards, with both
+    figures), so they are not checked against `colors` here."""
     refuse_coercions(MatchConfig, overrides, (), "overrides")
     merged = _deep_merge(match.model_dump(mode="json"), overrides)
     try:

@@ -232,7 +232,7 @@ def test_the_console_withholds_the_card_being_read_unless_asked(server: Server,
         console.check("#reveal")
         expect(console.locator(f"#card-rows tr[data-poem='{p['no']}']")).to_have_count(1)
         expect(console.locator("#now")).to_contain_text(f"{p['no']}番")
-        assert console.evaluate("localStorage.getItem('yomite.console.reveal')") == "1"
+        assert console.evaluate("localStorage.getItem('yomite.console.reveal')") == "true"
         console.uncheck("#reveal")
         expect(console.locator("#card-rows td.withheld")).to_have_count(1)
         expect(console.locator("#now")).not_to_contain_text(f"{p['no']}番")

@@ -360,11 +360,11 @@
   // laptop mirrored to the class's screen must not show the answer while the class listens.
   // The operator may show every card at once (kept in this browser).
   const REVEAL_KEY = "yomite.console.reveal";
-  let reveal = localStorage.getItem(REVEAL_KEY) === "1";
+  let reveal = Y.load(REVEAL_KEY, false) === true;
   ui.reveal.checked = reveal;
   ui.reveal.addEventListener("change", () => {
     reveal = ui.reveal.checked;
-    localStorage.setItem(REVEAL_KEY, reveal ? "1" : "0");
+    Y.save(REVEAL_KEY, reveal);
     render();
   });
 
