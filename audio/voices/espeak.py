@@ -215,11 +215,12 @@ class Pyttsx3Voice:
         changed = False
         try:
             for key, value in props.items():
-                if not _same(engine.getProperty(key), value):
+                if engine not in _APPLIED or not _same(_read_property(engine, key), value):
                     engine.setProperty(key, value)
                     changed = True
         except (RuntimeError, ValueError, KeyError, OSError) as e:
             raise VoiceError(f"pyttsx3 refused a setting for clip {clip.key}: {e}") from None
+        _APPLIED.add(engine)
         if changed:
             # espeak-ng takes a new setting through its own command queue: on a busy machine
             # the next synthesis may still be spoken with the old one (seen: a first phrase at
@@ -253,6 +254,43 @@ class Pyttsx3Voice:
             return read_wav(wav)
         except CodecError as e:
             raise VoiceError(f"pyttsx3 output for clip {clip.key}: {e}") from None
+
+
+# Engines this module has set every property on once. Before that, what an engine reports is
+# not trusted: it may be the driver's default, not what is in use (below).
+_APPLIED: "weakref.WeakSet[Any]" = weakref.WeakSet()
+# espeak-ng's parameter numbers (speak_lib.h), for the properties read back below
+_ESPEAK_PARAMS: Final = {"rate": 1, "volume": 2, "pitch": 3}
+_espeak_get: Any = None
+
+
+def _read_property(engine: Any, key: str) -> Any:
+    """The value of `key` the engine really uses.
+
+    pyttsx3 2.99's espeak driver calls `espeak_GetParameter(parameter, current)` with the
+    first argument only, so `current` is whatever the register holds: now and then 0, and then
+    espeak-ng answers its default (175 wpm, the same as BASE_WPM) instead of the rate in use
+    (pyttsx3's 200). The rate was then taken as set and a first phrase read at 200 wpm: a verse
+    4 % short (1 process start in 30 under load). On espeak, ask with both arguments."""
+    param = _ESPEAK_PARAMS.get(key)
+    driver = getattr(getattr(getattr(engine, "proxy", None), "_module", None), "__name__", "")
+    if param is None or driver != "pyttsx3.drivers.espeak":
+        return engine.getProperty(key)
+    value = _espeak_current(param)
+    return value / 100.0 if key == "volume" else value
+
+
+def _espeak_current(param: int) -> int:
+    """espeak_GetParameter(param, current=1), through a binding of our own."""
+    global _espeak_get
+    if _espeak_get is None:
+        import ctypes
+
+        from pyttsx3.drivers import _espeak
+
+        proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int)
+        _espeak_get = proto(("espeak_GetParameter", _espeak.dll))
+    return int(_espeak_get(param, 1))
 
 
 def _same(real: Any, wanted: Any) -> bool:
