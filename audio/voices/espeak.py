@@ -286,7 +286,7 @@ def _espeak_current(param: int) -> int:
     if _espeak_get is None:
         import ctypes
 
-        from pyttsx3.drivers import _espeak
+        from pyttsx3.drivers import _espeak  # type: ignore[import-untyped]
 
         proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int)
         _espeak_get = proto(("espeak_GetParameter", _espeak.dll))
