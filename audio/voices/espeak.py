@@ -285,11 +285,11 @@ def _espeak_current(param: int) -> int:
     global _espeak_get
     if _espeak_get is None:
         import ctypes
+        import importlib
 
-        from pyttsx3.drivers import _espeak  # type: ignore[import-untyped]
-
+        dll = importlib.import_module("pyttsx3.drivers._espeak").dll
         proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int)
-        _espeak_get = proto(("espeak_GetParameter", _espeak.dll))
+        _espeak_get = proto(("espeak_GetParameter", dll))
     return int(_espeak_get(param, 1))
 
 
