@@ -80,6 +80,57 @@ def wait_phase(c, ch, phase, timeout=60):
     raise AssertionError(f"channel {ch} never reached {phase}: {m}")
 
 
+NEVER_USED = """
+import sys
+from pathlib import Path
+from fastapi.testclient import TestClient
+from api.app import create_app
+from tests.test_desk_api import OP, TOKEN, make_config
+
+tmp = Path(sys.argv[1])
+with TestClient(create_app(make_config(tmp), operator_token=TOKEN)) as c:
+    assert c.get("/api/tournaments", headers=OP).json() == [], "no tournament yet"
+    print("before", "sqlalchemy" in sys.modules, (tmp / "desk.sqlite3").exists())
+    r = c.post("/api/tournaments", json={"id": "t1", "name": "n"}, headers=OP)
+    assert r.status_code == 200, r.text
+    print("after", "sqlalchemy" in sys.modules, (tmp / "desk.sqlite3").exists())
+"""
+
+
+def test_a_hall_that_never_used_the_desk_starts_without_its_database(tmp_path):
+    # SQLAlchemy and Alembic are 0.4 s of the CPU of a start: loaded at the first tournament,
+    # not by a hall that only reads (a fresh interpreter, so that nothing loaded them before)
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", NEVER_USED, str(tmp_path)], cwd=root,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["before", "False", "False", "after", "True", "True"]
+    with TestClient(create_app(make_config(tmp_path), operator_token=TOKEN)) as c:
+        assert [t["id"] for t in c.get("/api/tournaments", headers=OP).json()] == ["t1"]
+
+
+def test_a_database_that_cannot_be_made_is_a_503_naming_it_and_the_next_try_makes_it(tmp_path):
+    blocker = tmp_path / "var"
+    blocker.write_text("a file where the database's folder should be")
+    cfg = make_config(tmp_path)
+    cfg = cfg.model_copy(update={"desk": cfg.desk.model_copy(
+        update={"database_url": f"sqlite:///{blocker / 'desk.sqlite3'}"})})
+    with TestClient(create_app(cfg, operator_token=TOKEN)) as c:
+        assert c.get("/api/health").status_code == 200  # the hall reads on
+        r = c.post("/api/tournaments", json={"id": "t1", "name": "n"}, headers=OP)
+        assert r.status_code == 503, r.text
+        assert r.json()["error"] == "storage_unavailable", r.json()
+        assert "desk.sqlite3" in r.json()["detail"] and r.json()["hint"], r.json()
+        blocker.unlink()
+        r = c.post("/api/tournaments", json={"id": "t1", "name": "n"}, headers=OP)
+        assert r.status_code == 200, r.text
+        assert c.get("/api/tournaments/t1", headers=OP).status_code == 200
+
+
 def test_roles_the_desk_is_the_operators_and_the_standings_are_public(client):
     setup_tournament(client)
     _rid, ref = join(client, "a", "審判1")

@@ -58,7 +58,13 @@ def open_repository(url: str, *, run_migrations: bool = True) -> Repository:
                            "postgresql+psycopg://user@host/yomite") from None
     shown = u.render_as_string(hide_password=True)
     if u.get_backend_name() == "sqlite" and u.database and u.database != ":memory:":
-        Path(u.database).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            Path(u.database).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StorageError(f"cannot make the folder of the desk's database {shown}: "
+                               f"{e.strerror or e}",
+                               "check desk.database_url and that the folder can be "
+                               "written") from None
     try:
         engine = create_engine(u, pool_pre_ping=True)
     except (ArgumentError, ImportError) as e:
