@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Install the Debian packages yomite needs, only those missing.
-#   scripts/system-deps.sh run    # what `make run` needs (PortAudio, PulseAudio client, espeak-ng, ffmpeg,
-#                                 # Rubber Band for tempo that keeps pitch)
-#   scripts/system-deps.sh test   # plus what the tests need (PulseAudio server, Chromium, CJK fonts)
+#   scripts/system-deps.sh run    # what `make run` needs (PortAudio, PulseAudio client, espeak-ng, ffmpeg)
+#   scripts/system-deps.sh test   # plus what the tests need (PulseAudio server, Chromium, CJK fonts,
+#                                 # the rubberband program: the tempo's fallback where pylibrb
+#                                 # has no wheel, checked against the library)
 # As root it calls apt-get; otherwise sudo if available; otherwise it prints the command to run.
 set -euo pipefail
-want=(libportaudio2 libasound2-plugins pulseaudio-utils espeak-ng ffmpeg rubberband-cli)
+want=(libportaudio2 libasound2-plugins pulseaudio-utils espeak-ng ffmpeg)
 if [ "${1:-run}" = test ]; then
-    want+=(pulseaudio chromium fonts-noto-cjk)
+    want+=(pulseaudio chromium fonts-noto-cjk rubberband-cli)
 fi
 missing=()
 for p in "${want[@]}"; do
