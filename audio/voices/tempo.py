@@ -40,7 +40,7 @@ _INSTALL: Final = ("pip install pylibrb (a dependency of the project, with wheel
 def _library() -> Any:
     """pylibrb, or None if it cannot be imported."""
     try:
-        import pylibrb  # type: ignore[import-untyped]
+        import pylibrb
     except ImportError:
         return None
     return pylibrb
@@ -97,7 +97,7 @@ def _with_library(rb: Any, a: Pcm, rate: int, want: int) -> Pcm:
         y = np.asarray(s.retrieve_available(), dtype=np.float32)[0]
     except (RuntimeError, ValueError, TypeError, MemoryError) as e:
         raise VoiceError(f"Rubber Band could not stretch a clip: {e}") from None
-    return y
+    return as_pcm(y)
 
 
 def _with_program(a: Pcm, rate: int, want: int) -> Pcm:
