@@ -10,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from audio.errors import AudioError
+from audio.errors import AudioError, VoiceError
 from desk.errors import DeskError
 from hall.errors import ChannelFault, ChannelStopped, JournalUnavailable
 from reader.errors import BadDeck, ConfigError, IllegalMove, ReaderError, TooManyCards
@@ -47,6 +47,12 @@ def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(IllegalMove)
     async def _illegal(_r: Request, e: IllegalMove) -> JSONResponse:
         return JSONResponse(body("illegal_move", str(e), "GET the channel to see its phase"), 409)
+
+    @app.exception_handler(VoiceError)  # before AudioError: the most specific class answers
+    async def _voice(_r: Request, e: VoiceError) -> JSONResponse:
+        return JSONResponse(body("voice_unavailable", str(e),
+                                 "the voice cannot read this match: do what the detail says, "
+                                 "or choose another voice or speed"), 503)
 
     @app.exception_handler(AudioError)
     async def _audio(_r: Request, e: AudioError) -> JSONResponse:
