@@ -484,6 +484,14 @@ def test_the_history_lists_every_match_and_reads_each_log(tmp_path, monkeypatch)
         r = c.get("/api/channels/main/matches/20990101T000000.000000-seed9/log", headers=OP)
         assert r.status_code == 404 and r.json()["error"] == "no_match"
         assert json.loads(json.dumps(rows))  # plain JSON
+        # prepared and replaced twice without a start (a class's usual false starts): the
+        # history of played matches leaves them out, the full one keeps them
+        c.post("/api/channels/main/match", json={"seed": 4}, headers=OP)
+        c.post("/api/channels/main/match", json={"seed": 5}, headers=OP)
+        everything = c.get("/api/channels/main/matches", headers=OP).json()
+        assert [r["seed"] for r in everything] == [5, 4, 3, 2, 1]
+        played = c.get("/api/channels/main/matches?started=true&limit=2", headers=OP).json()
+        assert [(r["seed"], r["current"]) for r in played] == [(5, True), (2, False)]
 
 
 def test_the_openapi_is_typed_and_the_websocket_protocol_documented(client):

@@ -62,16 +62,37 @@ def summary(path: Path, current: Path | None) -> HistoryEntry:
         "records": len(c.records)})
 
 
+# the most journals one call reads to find `limit` started matches among prepared-only ones
+SCAN_MAX = 1000
+
+
 @router.get("/api/channels/{ch}/matches", response_model=list[HistoryEntry])
 async def history(svc: Ch, _p: Op,
-                  limit: Annotated[int, Query(ge=1, le=500)] = 50) -> list[HistoryEntry]:
+                  limit: Annotated[int, Query(ge=1, le=500)] = 50,
+                  started: Annotated[bool, Query(
+                      description="only the matches that were started (and the current "
+                                  "one): a match prepared and replaced before its start is "
+                                  "left out")] = False) -> list[HistoryEntry]:
     """The channel's matches, newest first: `id`, `prepared_at` and `started_at` (wall
     clock, UTC), seed, colours, cards planned and read, the last phase, and which one is the
     current match."""
     assert svc.runtime is not None
     current = svc.runtime.journal_path
-    files = _files(svc)[:limit]
-    return await asyncio.to_thread(lambda: [summary(f, current) for f in files])
+    files = _files(svc)
+
+    def rows() -> list[HistoryEntry]:
+        if not started:
+            return [summary(f, current) for f in files[:limit]]
+        out: list[HistoryEntry] = []
+        for f in files[:SCAN_MAX]:
+            e = summary(f, current)
+            if e.started_at is not None or e.current or e.error is not None:
+                out.append(e)
+                if len(out) == limit:
+                    break
+        return out
+
+    return await asyncio.to_thread(rows)
 
 
 @router.get("/api/channels/{ch}/matches/{match}/log", response_model=None,
