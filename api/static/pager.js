@@ -33,8 +33,9 @@
     return s;
   }
 
-  /** Lay `specs` out in columns inside `stage` (already sized); returns the columns. */
-  function flow(stage, specs) {
+  /** Lay `specs` out in columns inside `stage` (already sized); returns the columns. `stack`:
+      a section may start under another in the same column (else each starts a column). */
+  function flow(stage, specs, stack) {
     const cols = [];
     const column = () => {
       const c = document.createElement("div");
@@ -46,6 +47,7 @@
     let col = column();
     for (const spec of specs) {
       const w = whole(spec);
+      if (col.childElementCount && !stack) col = column();
       if (col.childElementCount) {
         col.append(w);
         if (fits(col)) continue;
@@ -120,8 +122,13 @@
       const rem = parseFloat(getComputedStyle(document.documentElement).fontSize);
       const n = Math.max(1, Math.floor((width + gap) / (this.minColumnRem * rem + gap)));
       st.style.setProperty("--cols", String(n));
+      // side by side while they fit on one page; under one another where that saves pages
       st.replaceChildren();
-      const cols = flow(st, specs);
+      let cols = flow(st, specs, false);
+      if (cols.length > n) {
+        st.replaceChildren();
+        cols = flow(st, specs, true);
+      }
       this.pages = [];
       for (let i = 0; i < cols.length; i += n) this.pages.push(cols.slice(i, i + n));
       this.page = Math.min(this.page, this.pages.length - 1);

@@ -98,8 +98,12 @@
   function ranked(b, unstarted) {
     const rows = [...b.standings].sort((x, y) => x.place - y.place || x.rank - y.rank);
     const decided = rows.some((s) => s.final_place);
+    const sharing = new Map();
+    for (const s of rows) sharing.set(s.place, (sharing.get(s.place) || 0) + 1);
     const items = rows.map((s) => {
-      const gold = !s.withdrawn && (decided ? !!s.final_place : s.place <= 2);
+      // gold: in the top two as things stand (not when equals share the place across the line)
+      const gold = !s.withdrawn && (decided ? !!s.final_place
+        : s.place + sharing.get(s.place) - 1 <= 2);
       const badges = [];
       if (s.final_place) {
         badges.push(el("span", { class: `badge place${s.final_place}` },
