@@ -35,7 +35,7 @@
 
   /** Lay `specs` out in columns inside `stage` (already sized); returns the columns. `stack`:
       a section may start under another in the same column (else each starts a column). */
-  function flow(stage, specs, stack) {
+  function flow(stage, specs, stack, limit = Infinity) {
     const cols = [];
     const column = () => {
       const c = document.createElement("div");
@@ -46,6 +46,7 @@
     };
     let col = column();
     for (const spec of specs) {
+      if (cols.length > limit) return null;
       const w = whole(spec);
       if (col.childElementCount && !stack) col = column();
       if (col.childElementCount) {
@@ -57,7 +58,7 @@
       col.append(w);
       if (fits(col)) continue;
       w.remove();
-      // too tall for a column: item by item, going on in the next column when one is full
+      // too tall for a column: part by part, going on in the next column when one is full
       let sec = section(spec, false);
       let fresh = true;  // nothing but the heading in this column yet
       col.append(sec);
@@ -74,30 +75,40 @@
           fresh = false;
           continue;
         }
-        let b = null;
-        for (const item of part.items) {
-          if (!b) { b = part.box(); sec.append(b.node); }
-          b.slot.append(item);
-          if (!fits(col) && !fresh && b.slot.childElementCount > 1) {
-            item.remove();
-            goOn();
-            b = part.box();
-            sec.append(b.node);
-            b.slot.append(item);
-          } else if (!fits(col) && !fresh) {
-            // the box's heading and first item do not fit under what is there: start it anew
-            b.node.remove();
-            goOn();
-            b = part.box();
-            sec.append(b.node);
-            b.slot.append(item);
+        // as many items as fit in this column (found by halving: a few layouts a column,
+        // not one an item), the rest in the next under the box's heading again
+        const items = part.items;
+        let i = 0;
+        while (i < items.length) {
+          const b = part.box();
+          sec.append(b.node);
+          const put = (k) => { b.slot.append(...items.slice(i, i + k)); return fits(col); };
+          const take = (k) => { for (const it of items.slice(i, i + k)) it.remove(); };
+          let k = items.length - i;
+          if (!put(k)) {
+            take(k);
+            let lo = 0;
+            let hi = k - 1;
+            while (lo < hi) {
+              const mid = Math.ceil((lo + hi) / 2);
+              const ok = put(mid);
+              take(mid);
+              if (ok) lo = mid; else hi = mid - 1;
+            }
+            // nothing fits under what is there: go on; an item too tall for a whole column
+            // stays where it is (there is nowhere better)
+            k = lo || (fresh ? 1 : 0);
+            if (k) put(k);
           }
-          fresh = false;  // an item too tall for a whole column stays (nowhere better)
+          if (!k) b.node.remove();
+          i += k;
+          if (k) fresh = false;
+          if (i < items.length) goOn();
         }
       }
     }
     if (!cols[cols.length - 1].childElementCount && cols.length > 1) cols.pop().remove();
-    return cols;
+    return cols.length > limit ? null : cols;
   }
 
   class Pager {
@@ -124,8 +135,8 @@
       st.style.setProperty("--cols", String(n));
       // side by side while they fit on one page; under one another where that saves pages
       st.replaceChildren();
-      let cols = flow(st, specs, false);
-      if (cols.length > n) {
+      let cols = flow(st, specs, false, n);
+      if (!cols) {
         st.replaceChildren();
         cols = flow(st, specs, true);
       }
