@@ -268,6 +268,8 @@ def test_the_lottery_is_said_where_it_decides_a_place_in_the_final_and_not_befor
     expect(page.locator("#blocks")).not_to_contain_text("抽選")
     assert block_a.locator("td.place").all_inner_texts() == ["1", "1", "1", "4", "4", "4"]
     expect(block_a.locator("tr.top")).to_have_count(0)  # three for two places: nobody yet
+    printed = httpx2.get(f"{server.base}/print/lot/standings").text
+    assert "（抽選）" not in printed and "決勝進出" not in printed
 
     play(desk, lambda nos: [4, 4])  # all drawn: the three still equal, the preliminaries over
     v = desk.view()
@@ -282,6 +284,9 @@ def test_the_lottery_is_said_where_it_decides_a_place_in_the_final_and_not_befor
     assert block_a.locator("td.place").all_inner_texts() == ["1", "2", "3", "4", "5", "6"]
     expect(block_a.locator("tr.top")).to_have_count(2)
     expect(block_a.locator("tr .badge.lot")).to_have_count(6)
+    printed = httpx2.get(f"{server.base}/print/lot/standings").text
+    assert (f"決勝進出は抽選で決定: {names[tied[0]]}・{names[tied[1]]} が決勝へ"
+            f"（{names[tied[2]]} と勝ち数 1・取り札 9 が同じ）") in printed
     page.click("button.lang")
     expect(note).to_contain_text(f"A place in the final was decided by lottery: "
                                  f"{names[tied[0]]}・{names[tied[1]]} through to the final")
