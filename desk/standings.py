@@ -7,6 +7,8 @@
 - A final's tie is decided by the extra card: whoever took it wins.
 - Order in a block: wins, then cards taken, then the lottery (抽選), drawn once with the
   tournament's recorded seed. A draw is not a win.
+- The lottery decides nothing until the block's preliminaries are complete: before that, players
+  equal in wins and cards share a place (`place`), and no place is marked as drawn by lottery.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from .checks import complete
 from .model import Match, Player, Result, Round, Tournament
 
 
@@ -68,12 +71,20 @@ class Standing:
     losses: int
     cards: int
     lottery: int
-    by_lottery: bool  # the lottery decided this place against a neighbour
+    by_lottery: bool  # the lottery decided this place against a neighbour (prelims complete)
     withdrawn: bool
+    place: int  # rank once the preliminaries are complete; before, shared by equal wins and cards
 
 
 def prelim_rounds(t: Tournament, block: str) -> list[Round]:
     return [r for r in t.rounds_of(block) if not r.final]
+
+
+def prelims_complete(t: Tournament, block: str) -> bool:
+    """Every preliminary round of the block paired and complete: from then on the order is
+    final and the lottery decides between equals."""
+    prelims = prelim_rounds(t, block)
+    return len(prelims) >= t.settings.rounds and all(complete(t, r) for r in prelims)
 
 
 def played(rounds: Iterable[Round]) -> Iterable[tuple[Round, Match, Result]]:
@@ -96,16 +107,45 @@ def standings(t: Tournament, block: str) -> list[Standing]:
             tally[p][4] += c
     lots = lottery(t.lottery_seed, t.players)
     order = sorted(tally, key=lambda no: (-tally[no][1], -tally[no][4], lots[no]))
+    final = prelims_complete(t, block)
     out: list[Standing] = []
+    shared = 1
     for i, no in enumerate(order):
         pl, w, d, los, c = tally[no]
         neighbours = [order[j] for j in (i - 1, i + 1) if 0 <= j < len(order)]
         tied = any(tally[x][1] == w and tally[x][4] == c for x in neighbours)
+        if i and not (tally[order[i - 1]][1] == w and tally[order[i - 1]][4] == c):
+            shared = i + 1
         player = t.player(no)
         out.append(Standing(rank=i + 1, no=no, played=pl, wins=w, draws=d, losses=los, cards=c,
-                            lottery=lots[no], by_lottery=tied,
-                            withdrawn=player is not None and player.withdrawn_round is not None))
+                            lottery=lots[no], by_lottery=tied and final,
+                            withdrawn=player is not None and player.withdrawn_round is not None,
+                            place=i + 1 if final else shared))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class FinalDraw:
+    """The lottery chose who of players equal in wins and cards goes to the final."""
+
+    wins: int
+    cards: int
+    drawn: tuple[int, ...]  # through to the final by the lottery, in order
+    left: tuple[int, ...]  # equal with them, left out by the lottery
+
+
+def final_by_lottery(t: Tournament, block: str) -> FinalDraw | None:
+    """Where the lottery decides a place in the final (the top two of the players still in,
+    rule: wins, cards, lottery): only once the preliminaries are complete."""
+    if not prelims_complete(t, block):
+        return None
+    rows = [s for s in standings(t, block) if not s.withdrawn]
+    if len(rows) < 3 or (rows[1].wins, rows[1].cards) != (rows[2].wins, rows[2].cards):
+        return None
+    key = (rows[1].wins, rows[1].cards)
+    tied = [s.no for s in rows if (s.wins, s.cards) == key]
+    return FinalDraw(key[0], key[1], tuple(n for n in tied if n in (rows[0].no, rows[1].no)),
+                     tuple(n for n in tied if n not in (rows[0].no, rows[1].no)))
 
 
 def final_places(t: Tournament, block: str) -> dict[int, int]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from .checks import Flag, cards_read, complete, flags, round_flags, started
 from .model import Match, Player, Result, Round, Tournament
-from .standings import final_places, lottery, outcomes, standings
+from .standings import final_by_lottery, final_places, lottery, outcomes, standings
 from .tournament import mats_of
 
 
@@ -73,15 +73,31 @@ def round_view(t: Tournament, r: Round, public: bool = False) -> dict[str, Any]:
 
 
 def standings_view(t: Tournament, block: str, public: bool = False) -> list[dict[str, Any]]:
+    """In preliminary order (`rank`); `place` is the place to show: shared by equals until the
+    preliminaries are complete, and the final's for its two players once it is decided."""
     places = final_places(t, block)
     out = []
     for s in standings(t, block):
         p = t.player(s.no)
-        out.append({**_who(p, public), "rank": s.rank, "played": s.played, "wins": s.wins,
+        out.append({**_who(p, public), "rank": s.rank, "place": places.get(s.no, s.place),
+                    "played": s.played, "wins": s.wins,
                     "draws": s.draws, "losses": s.losses, "cards": s.cards,
                     "lottery": s.lottery, "by_lottery": s.by_lottery, "withdrawn": s.withdrawn,
                     "final_place": places.get(s.no)})
     return out
+
+
+def final_lottery_view(t: Tournament, block: str) -> dict[str, Any] | None:
+    """Who the lottery sent to the final and who it left out (equal wins and cards), once the
+    preliminaries are complete; None where the lottery decided no place in the final."""
+    d = final_by_lottery(t, block)
+    if d is None:
+        return None
+
+    def named(nos: tuple[int, ...]) -> list[dict[str, Any]]:
+        return [{"no": no, "name": p.name if (p := t.player(no)) else "?"} for no in nos]
+
+    return {"wins": d.wins, "cards": d.cards, "drawn": named(d.drawn), "left": named(d.left)}
 
 
 def next_step(t: Tournament, block: str) -> dict[str, Any]:
@@ -132,7 +148,8 @@ def desk_view(t: Tournament) -> dict[str, Any]:
                     "first_mat": b.first_mat, "mats": list(mats[b.name]),
                     "players": sum(1 for p in t.players_of(b.name)
                                    if p.withdrawn_round is None),
-                    "next": next_step(t, b.name)} for b in t.blocks],
+                    "next": next_step(t, b.name),
+                    "final_lottery": final_lottery_view(t, b.name)} for b in t.blocks],
         "rounds": [round_view(t, r) for r in t.rounds],
         "standings": {b.name: standings_view(t, b.name) for b in t.blocks},
         "referees": [{"referee": x.referee, "name": x.name, "channel": x.channel,
@@ -151,6 +168,7 @@ def public_view(t: Tournament) -> dict[str, Any]:
             "standings": standings_view(t, b.name, public=True),
             "round": round_view(t, rounds[-1], public=True) if rounds else None,
             "next_mats": next_mats(t, b.name),
+            "final_lottery": final_lottery_view(t, b.name),
         })
     return {"id": t.id, "name": t.name, "day": t.day, "version": t.version,
             "settings": {"rounds": t.settings.rounds, "cards": t.settings.cards},

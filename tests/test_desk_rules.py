@@ -20,7 +20,14 @@ from desk.entries import Entry, read_entries, write_csv
 from desk.errors import Conflict, Forbidden, Invalid
 from desk.export import from_document, to_document
 from desk.model import Method, Player, Result, Settings, Tournament
-from desk.standings import Outcome, final_places, lottery, outcomes, standings
+from desk.standings import (
+    Outcome,
+    final_by_lottery,
+    final_places,
+    lottery,
+    outcomes,
+    standings,
+)
 from desk.views import history_view
 
 W, D, L = Outcome.WIN, Outcome.DRAW, Outcome.LOSS
@@ -116,6 +123,25 @@ def test_standings_order_wins_then_cards_then_lottery(n, data):
     for a, b in itertools.pairwise(rows):
         if (a.wins, a.cards) == (b.wins, b.cards):
             assert a.by_lottery and b.by_lottery and a.lottery < b.lottery
+
+
+def test_the_lottery_decides_nothing_until_the_preliminaries_are_complete():
+    """Before: equals share a place and no place is drawn; after: the lottery orders them, and
+    where it chose who goes to the final that is said (drawn and left out)."""
+    t = two_block_tournament(6, rounds=2)
+    t = play(t, lambda ps: [5, 3])  # three winners equal in wins and cards, three losers
+    rows = standings(t, "A")
+    assert [s.place for s in rows] == [1, 1, 1, 4, 4, 4]
+    assert not any(s.by_lottery for s in rows) and final_by_lottery(t, "A") is None
+    t = play(t, lambda ps: [4, 4])  # all drawn: still equal, now the preliminaries are over
+    rows = standings(t, "A")
+    assert [s.place for s in rows] == [s.rank for s in rows] == list(range(1, 7))
+    assert all(s.by_lottery for s in rows)
+    lots = lottery(t.lottery_seed, t.players)
+    winners = sorted((s.no for s in rows if s.wins == 1), key=lots.__getitem__)
+    d = final_by_lottery(t, "A")
+    assert d is not None and (d.wins, d.cards) == (1, 9)
+    assert d.drawn == tuple(winners[:2]) and d.left == (winners[2],)
 
 
 # ---------------------------------------------------------------------- steps in order

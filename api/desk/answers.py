@@ -54,7 +54,7 @@ class PublicView(Open):
     settings: Settings
     lottery_seed: int | None
     blocks: list[dict[str, Any]] = Field(description="name, colour, standings, round, "
-                                         "next_mats of each block")
+                                         "next_mats, final_lottery of each block")
 
 
 class RoundView(Open):

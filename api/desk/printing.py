@@ -10,7 +10,7 @@ from html import escape
 
 from desk.model import Player, Round, Tournament
 from desk.standings import final_places, outcomes, standings
-from desk.views import next_mats
+from desk.views import final_lottery_view, next_mats
 
 COLOUR_JA = {"blue": "青", "pink": "桃", "yellow": "黄", "green": "緑", "orange": "橙"}
 OUTCOME_JA = {"win": "勝", "draw": "分", "loss": "負"}
@@ -100,7 +100,8 @@ def round_page(t: Tournament, number: int) -> str:
             '<table><thead><tr><th class="num">マット</th>'
             '<th colspan="5">対戦（3人の組は上位2名が勝ち）</th></tr></thead>'
             f"<tbody>{''.join(rows)}</tbody></table>{move_html}</section>")
-    return _doc(f"{t.name} 第{number}試合", "".join(sections))
+    title = "決勝戦" if number == t.final_round else f"第{number}試合"
+    return _doc(f"{t.name} {title}", "".join(sections))
 
 
 def standings_page(t: Tournament) -> str:
@@ -120,6 +121,12 @@ def standings_page(t: Tournament) -> str:
                 f'<td class="num">{s.losses}</td><td class="num">{s.cards}</td>'
                 f'<td class="num">{s.lottery}{mark}</td><td class="place">{place}</td></tr>')
         played = len([r for r in t.rounds_of(b.name) if not r.final])
+        drawn = final_lottery_view(t, b.name)
+        note = ""
+        if drawn is not None:
+            went, left = ("・".join(x["name"] for x in drawn[k]) for k in ("drawn", "left"))
+            note = (f'<p class="sub">決勝進出は抽選で決定: {escape(went)} が決勝へ（{escape(left)}'
+                    f' と勝ち数 {drawn["wins"]}・取り札 {drawn["cards"]} が同じ）</p>')
         sections.append(
             f"<section><h1>{escape(t.name)} 成績</h1>"
             f'<div class="sub">{escape(t.day)}　{escape(b.name)}ブロック　予選 {played} / '
@@ -128,5 +135,5 @@ def standings_page(t: Tournament) -> str:
             '<table><thead><tr><th class="num">順位</th><th>名前</th><th>所属</th>'
             '<th class="num">勝</th><th class="num">分</th><th class="num">負</th>'
             '<th class="num">取り札</th><th class="num">抽選</th><th>決勝</th></tr></thead>'
-            f"<tbody>{''.join(rows)}</tbody></table></section>")
+            f"<tbody>{''.join(rows)}</tbody></table>{note}</section>")
     return _doc(f"{t.name} 成績", "".join(sections) or "<p>ブロックがまだありません</p>")

@@ -281,6 +281,13 @@
     return nums.length ? Math.max(...nums) : 0;
   }
 
+  // the final is the round after the preliminaries: called 決勝戦 / "Final" everywhere, never
+  // by its number
+  const isFinal = (n) => view.rounds.some((r) => r.number === n && r.final) || n > view.settings.rounds;
+  const roundName = (n) => (isFinal(n) ? t("final") : t("round_n", { n }));
+  const stepText = (next) => t(next.step === "results" && next.final ? "step_results_final"
+    : `step_${next.step}`, { n: next.round });
+
   function renderRounds() {
     const n = latestRound();
     const current = view.rounds.filter((r) => r.number === n);
@@ -296,14 +303,14 @@
     const flags = view.flags.filter((f) => f.code !== "missing_result" && f.code !== "no_referee");
     $("flags").replaceChildren(...flags.slice(0, 12).map((f) =>
       el("div", { class: `flag ${f.level}`, "data-code": f.code },
-        `${f.block}${f.round ? " " + t("round_n", { n: f.round }) : ""}${f.mat ? " " + t("mat_n", { n: f.mat }) : ""}: ${t(`f_${f.code}`)} — ${f.detail}`)));
+        `${f.block}${f.round ? " " + roundName(f.round) : ""}${f.mat ? " " + t("mat_n", { n: f.mat }) : ""}: ${t(`f_${f.code}`)} — ${f.detail}`)));
     const cards = view.blocks.map((b) => {
       const r = view.rounds.filter((x) => x.block === b.name).sort((x, y) => y.number - x.number)[0];
       const head = el("h3", {}, `${b.name}`, " ",
         r ? (r.final ? t("final") : t("round_n", { n: r.number })) : "", " ",
         r ? Y.colourChip(r.colour) : "");
       if (!r) return el("div", { class: "round", "data-block": b.name }, head,
-        el("p", { class: "muted" }, t(`step_${b.next.step}`, { n: b.next.round })));
+        el("p", { class: "muted" }, stepText(b.next)));
       const st = liveOf(r);
       head.append(el("span", { class: "state", "data-state": st.key }, st.text),
         el("span", { class: "muted" }, t("results_n", { n: r.results, total: r.matches.length })));
@@ -333,7 +340,7 @@
         extra.push(x);
       }
       return el("div", { class: "round", "data-block": b.name, "data-round": r.number }, head,
-        el("p", { class: "muted" }, t(`step_${b.next.step}`, { n: b.next.round }), " · ",
+        el("p", { class: "muted" }, stepText(b.next), " · ",
           t("cards_read", { n: r.cards_read }), ...(r.notes.length ? [" · ", r.notes.join("; ")] : [])),
         ...body, ...extra);
     });
@@ -350,19 +357,26 @@
       return el("div", { class: "seat" }, who(p), input,
         el("span", { class: `o ${o}` }, o ? t(`o_${o}`) : ""));
     });
+    // a tied final: who took the extra card, each name in full on its own line under the
+    // match (the tensest moment of the day: no squeezed menu)
     let tiebreak = null;
     if (r.final && m.result && new Set(m.result.cards).size === 1) {
-      tiebreak = el("select", { "aria-label": t("who_took_extra") },
-        el("option", { value: "" }, t("who_took_extra")),
-        ...m.players.map((p) => el("option", { value: String(p.no),
-          ...(m.result.tiebreak === p.no ? { selected: "" } : {}) }, p.name)));
+      const group = `tiebreak-${r.block}-${m.mat}`;
+      tiebreak = el("fieldset", { class: "tiebreak" }, el("legend", {}, t("who_took_extra")),
+        ...m.players.map((p) => el("label", {}, el("input", { type: "radio", name: group,
+          value: String(p.no), ...(m.result.tiebreak === p.no ? { checked: "" } : {}) }),
+          el("span", { class: "name" }, p.name))));
     }
+    const chosen = () => {
+      const c = tiebreak && tiebreak.querySelector("input:checked");
+      return c ? Number(c.value) : null;
+    };
     const send = el("button", { class: "btn small", type: "button" }, t("enter"));
     send.addEventListener("click", async () => {
       const cards = {};
       m.players.forEach((p, i) => { cards[p.no] = Number(inputs[i].value || 0); });
       const body = { cards };
-      if (tiebreak && tiebreak.value) body.tiebreak = Number(tiebreak.value);
+      if (chosen() !== null) body.tiebreak = chosen();
       await call("PUT", tp(`/rounds/${r.number}/mats/${m.mat}`), body);
       view = await call("GET", tp());
       render();
@@ -373,7 +387,7 @@
     return el("div", { class: `match${flagged ? " flagged" : ""}${m.result ? "" : " missing"}`, "data-mat": m.mat },
       el("div", { class: "mat" }, String(m.mat)),
       el("div", { class: "seats" }, ...seats, meta),
-      el("div", {}, ...(tiebreak ? [tiebreak, " "] : []), send));
+      el("div", {}, send), ...(tiebreak ? [tiebreak] : []));
   }
 
   $("pair-next").addEventListener("click", async () => {
@@ -394,8 +408,11 @@
     return el("table", { class: "grid-table" },
       el("thead", {}, el("tr", {}, ...["rank", "name", "club", "wins", "draws", "losses", "cards", "lottery"]
         .map((k) => el("th", {}, t(k))), el("th", {}))),
-      el("tbody", {}, ...rows.map((s) => el("tr", { class: s.withdrawn ? "withdrawn" : "", "data-no": s.no },
-        el("td", {}, String(s.rank)), el("td", {}, s.name), el("td", {}, s.club),
+      // in the order to show: equals share a place until the preliminaries are complete, and
+      // the final decides its two players' places
+      el("tbody", {}, ...[...rows].sort((x, y) => x.place - y.place || x.rank - y.rank).map((s) =>
+        el("tr", { class: s.withdrawn ? "withdrawn" : "", "data-no": s.no },
+        el("td", {}, String(s.place)), el("td", {}, s.name), el("td", {}, s.club),
         el("td", {}, String(s.wins)), el("td", {}, String(s.draws)), el("td", {}, String(s.losses)),
         el("td", {}, String(s.cards)), el("td", { title: s.by_lottery ? t("by_lottery") : "" },
           `${s.lottery}${s.by_lottery ? " *" : ""}`),
@@ -405,7 +422,13 @@
   function renderStandings() {
     $("lottery").textContent = t("lottery_seed", { seed: view.lottery_seed });
     $("standings").replaceChildren(...view.blocks.map((b) => el("div", { class: "round", "data-block": b.name },
-      el("h3", {}, b.name), standingsTable(view.standings[b.name] || []))));
+      el("h3", {}, b.name), standingsTable(view.standings[b.name] || []),
+      ...(b.final_lottery ? [el("p", { class: "lottery-note" }, finalLottery(b.final_lottery))] : []))));
+  }
+
+  function finalLottery(fl) {
+    const names = (xs) => xs.map((x) => x.name).join("・");
+    return t("final_lottery", { drawn: names(fl.drawn), left: names(fl.left), wins: fl.wins, cards: fl.cards });
   }
 
   async function download(path, name) {
@@ -424,8 +447,10 @@
     const n = latestRound();
     const links = [];
     if (n) {
-      links.push(el("a", { href: `/print/${id}/rounds/${n}`, target: "_blank" }, t("print_round", { n })));
-      links.push(el("a", { href: tp(`/rounds/${n}.csv`) }, t("csv_round", { n })));
+      const fin = isFinal(n);
+      links.push(el("a", { href: `/print/${id}/rounds/${n}`, target: "_blank" },
+        fin ? t("print_final") : t("print_round", { n })));
+      links.push(el("a", { href: tp(`/rounds/${n}.csv`) }, fin ? t("csv_final") : t("csv_round", { n })));
     }
     links.push(el("a", { href: `/print/${id}/standings`, target: "_blank" }, t("print_standings")));
     links.push(el("a", { href: tp("/standings.csv") }, t("csv_standings")));
@@ -438,7 +463,7 @@
     if (tab === "files") {
       Y.api("GET", tp("/history"), { token }).then((h) => {
         $("history").tBodies[0].replaceChildren(...h.slice(-50).reverse().map((c) => el("tr", {},
-          el("td", {}, c.at.replace("T", " ").slice(0, 19)), el("td", {}, t("round_n", { n: c.round })),
+          el("td", {}, c.at.replace("T", " ").slice(0, 19)), el("td", {}, roundName(c.round)),
           el("td", {}, t("mat_n", { n: c.mat })),
           el("td", {}, c.confirmed ? `${t("h_confirmed")} ${c.after.cards.join("-")}`
             : `${c.before ? c.before.cards.join("-") : "—"} → ${c.after.cards.join("-")}`),
