@@ -23,6 +23,8 @@ WEIGHTS_S: dict[str, int] = {
     "test_hostile.py": 43,
     "test_record_page.py": 43,
     "test_classroom_pages.py": 60,
+    "test_desk_projector.py": 40,  # measured alone under load (Chromium at four sizes)
+    "test_voice_unavailable.py": 12,  # measured alone (an Open JTalk server)
     "test_cli.py": 41,
     "test_recording.py": 39,
     "test_renderpool.py": 35,
