@@ -15,6 +15,7 @@ import hall.hub as hubmod
 from api.routes.health import made_health
 from hall.healthcache import HealthCache
 from hall.hub import Hub, summarise_lags
+from hall.loopwatch import LoopWatch
 
 
 class FakeClock:
@@ -129,3 +130,14 @@ def test_the_lags_summary_is_the_sorted_order_statistics():
             "n": n, "p50": s[n // 2] * 1000, "p99": s[min(n - 1, int(n * 0.99))] * 1000,
             "max": s[-1] * 1000}
     assert summarise_lags([]) is None
+
+
+def test_the_loops_p99_is_the_sorted_order_statistic():
+    watch = LoopWatch()
+    assert watch.report()["p99_lag_ms_last_minute"] == 0.0
+    rng = random.Random(7)
+    for n in (1, 2, 100, 6000):
+        watch.recent.clear()
+        watch.recent.extend(rng.random() * 50 for _ in range(n))
+        v = sorted(watch.recent)
+        assert watch.report()["p99_lag_ms_last_minute"] == round(v[min(n - 1, int(n * 0.99))], 1)
