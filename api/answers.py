@@ -35,12 +35,20 @@ class ChannelHealth(Open):
     recent_publishes: list[Any] = Field(description="[seq, when] of the last states sent")
 
 
+class HealthCacheCounts(Open):
+    answers_made: int = Field(description="answers made since start (others were kept)")
+    channel_parts_made: int = Field(description="channel parts made since start: a part is "
+                                    "made again only when its channel changed")
+
+
 class Health(Open):
     status: str
     event_loop: dict[str, Any] = Field(description="the loop watch's report and scheduling")
     gc: dict[str, Any] | None
     render_waits: list[RenderWait]
-    channels: dict[str, ChannelHealth]
+    cache: HealthCacheCounts | None = Field(None, description="what making answers cost")
+    channels: dict[str, ChannelHealth] = Field(description="the last field (its parts are "
+                                               "kept as JSON and put in as they are)")
 
 
 class PoemAnswer(Open):

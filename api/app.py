@@ -20,6 +20,7 @@ from api.errors import ApiError, install_handlers
 from api.guards import BodyLimit, HostCheck, SecurityHeaders
 from api.routes import (
     clips,
+    health,
     history,
     holds,
     matches,
@@ -185,7 +186,7 @@ def create_app(
     app.state.listen = listen or (config.server.host, config.server.port)
     install_handlers(app)
     app.include_router(tournaments.pages)  # before pages' /static/{name}: its strings
-    for module in (reference, matches, history, holds, referees, speakers, clips, ws,
+    for module in (health, reference, matches, history, holds, referees, speakers, clips, ws,
                    recording, tournaments, pages):
         app.include_router(module.router)
     # the door, outermost last: a foreign Host, then an oversized body, are refused before
