@@ -136,6 +136,14 @@ def test_a_real_server_makes_only_what_changed(tmp_path: Path):
                          lambda: c.post("/api/channels/c7/match", json={"seed": 1})
                          .raise_for_status(),
                          lambda ch: ch["recent_publishes"][-1][0] > state["seq"])
+            # the match's clips are made in the background, each publishing its progress:
+            # wait until they are all made, so that the next state is the hand's
+            deadline = time.monotonic() + 120
+            while (r := c.get("/api/channels/c7").json()["render"])["done"] < r["total"]:
+                assert time.monotonic() < deadline, r
+                time.sleep(0.1)
+            health(c)  # the progress's states taken in
+            now = health(c)["cache"]
             seq = c.get("/api/channels/c7").json()["seq"]
             one_part_for("a hand raised",
                          lambda: c.put("/api/channels/c7/holds/mat1").raise_for_status(),
