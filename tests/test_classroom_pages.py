@@ -188,13 +188,41 @@ def test_presets_settings_projector_and_replay(server: Server, browser: Browser)
 
 def test_a_speaker_page_on_a_channel_without_speakers_says_so(server: Server,
                                                              browser: Browser) -> None:
+    """Issue 20, item 8: the page showed a green 「タップして音を出す」 above the red refusal,
+    「接続中…」 forever and 「試合なし」: now only the refusal, saying what to do."""
     errors: list[str] = []
     page = open_page(browser, f"{server.base}/speaker/main", errors)
     # said in the page's language, naming the setting to change
     expect(page.locator("#sound-text")).to_contain_text("使えません")
     expect(page.locator("#sound-text")).to_contain_text("server.channels[].output")
     assert page.evaluate("Y.live.stopped"), "it stops asking"
+    # nothing contradicting it: no tap button, no connecting badge, no phase, no clock
+    for hidden in ("#enable", "#conn", "#phase", "#clock"):
+        expect(page.locator(hidden)).to_be_hidden()
+    shown = page.locator("body").inner_text()
+    for word in ("タップして音を出す", "接続中", "試合なし"):
+        assert word not in shown, (word, shown)
     assert not [e for e in errors if "WebSocket" not in e], errors
+
+
+def test_the_console_offers_speakers_only_where_the_output_admits_them(
+        server: Server, browser: Browser) -> None:
+    """Issue 20, item 8: with the default output (the server's own speakers) the console
+    offered a スピーカー link that could only be refused. It now says how to enable browser
+    speakers instead, and offers the link and its QR code on a browser channel."""
+    errors: list[str] = []
+    console = open_page(browser, f"{server.base}/console#token={TOKEN}", errors)
+    expect(console.locator("#conn")).to_have_attribute("data-state", "online")
+    expect(console.locator("#speaker-off")).to_be_visible()
+    expect(console.locator("#speaker-off")).to_contain_text("server.channels[].output")
+    for hidden in ("#speaker-url", "#speaker-qr-show", "#speaker-new", "#speaker-hint"):
+        expect(console.locator(hidden)).to_be_hidden()
+    console.select_option("#channel", "class")
+    expect(console.locator("#speaker-url")).to_be_visible()
+    expect(console.locator("#speaker-url")).to_have_attribute("href", re.compile("/speaker/class#key="))
+    expect(console.locator("#speaker-qr-show")).to_be_visible()
+    expect(console.locator("#speaker-off")).to_be_hidden()
+    assert not errors, errors
 
 
 def test_the_console_withholds_the_card_being_read_unless_asked(server: Server,

@@ -30,6 +30,7 @@
     gapCards: $("gap-cards"), gapRepeat: $("gap-repeat"), poemPicks: $("poem-picks"),
     poemCount: $("poem-count"), poemsClear: $("poems-clear"), volume: $("volume"),
     volumeOut: $("volume-out"), speakers: $("speakers"), speakerUrl: $("speaker-url"),
+    speakerRow: $("speaker-row"), speakerHint: $("speaker-hint"), speakerOff: $("speaker-off"),
     speakerQrShow: $("speaker-qr-show"), speakerQr: $("speaker-qr"), speakerNew: $("speaker-new"),
     kimarijiList: $("kimariji-list"), kimarijiChanged: $("kimariji-changed"),
     underruns: $("underruns"), render: $("render"), renderBar: $("render-bar"),
@@ -144,6 +145,7 @@
 
   let bases = [];
   let speakerLinks = []; // the speaker link (with the channel's speaker key) at each base
+  let speakerMode = "device"; // the channel's output: browser speakers only with browser/both
 
   /** The PIN, and the join link and QR code at the address phones use: the server offers
       every address it has (server.public_url first, else the default route's); the choice
@@ -153,7 +155,9 @@
       const p = await Y.api("GET", chPath("/pin"), { token });
       ui.pin.textContent = p.pin;
       bases = p.bases;
-      speakerLinks = (await Y.api("GET", chPath("/speakers"), { token })).bases;
+      const sp = await Y.api("GET", chPath("/speakers"), { token });
+      speakerLinks = sp.bases;
+      speakerMode = sp.mode;
       const saved = Y.load(BASE_KEY);
       const chosen = bases.find((b) => b.base === saved) || bases[0];
       ui.joinBase.replaceChildren(...bases.map((b) => Y.el("option", { value: b.base },
@@ -175,6 +179,12 @@
     // the speaker link holds the channel's speaker key: opened here it makes this browser a
     // speaker; its text hides the key (a console may be on the projector) and its QR code is
     // drawn only on request
+    // offered only where the channel's output admits browser speakers: elsewhere the page
+    // could only refuse, and the console says how to enable them instead
+    const admits = speakerMode === "browser" || speakerMode === "both";
+    ui.speakerRow.hidden = !admits;
+    ui.speakerHint.hidden = !admits;
+    ui.speakerOff.hidden = admits;
     const sl = speakerLinks.find((x) => x.base === b.base);
     ui.speakerUrl.href = sl ? sl.url : "#";
     ui.speakerUrl.textContent = `${b.base}/speaker/${encodeURIComponent(ch)}#key=•••`;
