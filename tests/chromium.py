@@ -3,6 +3,7 @@ browser): one set of flags, one module-scoped fixture, one way to collect a page
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -49,3 +50,13 @@ def watch_errors(page: Page, errors: list[str], prefix: str = "") -> Page:
     page.on("console", lambda m: errors.append(f"{prefix}{m.text}") if m.type == "error"
             and not m.text.startswith("Failed to load resource") else None)
     return page
+
+
+# three Latin words or more in a row: an English sentence left on a Japanese page (a key name
+# such as server.channels[].output or a command such as `yomite devices` is no sentence)
+_ENGLISH = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?(?: +[A-Za-z]+(?:'[A-Za-z]+)?){2,}")
+
+
+def english_in(text: str) -> list[str]:
+    """The English sentences in a Japanese page's text (empty when there are none)."""
+    return _ENGLISH.findall(text)

@@ -21,7 +21,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from reader.kimariji import kimariji
 
-from .chromium import launched, require_chromium, watch_errors
+from .chromium import english_in, launched, require_chromium, watch_errors
 from .serverproc import Server
 from .test_pages import shots_dir
 
@@ -202,6 +202,7 @@ def test_a_speaker_page_on_a_channel_without_speakers_says_so(server: Server,
     shown = page.locator("body").inner_text()
     for word in ("タップして音を出す", "接続中", "試合なし"):
         assert word not in shown, (word, shown)
+    assert not english_in(shown), shown
     assert not [e for e in errors if "WebSocket" not in e], errors
 
 
@@ -219,7 +220,8 @@ def test_the_console_offers_speakers_only_where_the_output_admits_them(
         expect(console.locator(hidden)).to_be_hidden()
     console.select_option("#channel", "class")
     expect(console.locator("#speaker-url")).to_be_visible()
-    expect(console.locator("#speaker-url")).to_have_attribute("href", re.compile("/speaker/class#key="))
+    expect(console.locator("#speaker-url")).to_have_attribute(
+        "href", re.compile("/speaker/class#key="))
     expect(console.locator("#speaker-qr-show")).to_be_visible()
     expect(console.locator("#speaker-off")).to_be_hidden()
     assert not errors, errors
@@ -438,3 +440,19 @@ def test_the_projectors_review_of_17_cards_fits_every_common_size(server: Server
         assert not errors, errors
     finally:  # a match still being read (a failure) stops here; a finished one is over
         httpx2.post(f"{server.base}/api/channels/pink/match/abort", headers=server.op, timeout=10)
+
+
+def test_the_output_is_said_in_the_pages_language(
+        server: Server, browser: Browser) -> None:
+    """Issue 20, item 9: the Japanese console showed the output as the server's English line
+    ("null output (config audio.output: null)", "browser speakers only ..."). The server now
+    sends a code and its figures, and the page says them in Japanese."""
+    errors: list[str] = []
+    console = open_page(browser, f"{server.base}/console#token={TOKEN}", errors)
+    expect(console.locator("#conn")).to_have_attribute("data-state", "online")
+    for ch, words in (("main", "音を出さない出力"), ("class", "ブラウザーのスピーカーだけ")):
+        console.select_option("#channel", ch)
+        expect(console.locator("#output")).to_contain_text(words)
+        text = console.locator(".panel.audio").inner_text()
+        assert not english_in(text), (ch, english_in(text), text)
+    assert not [e for e in errors if "WebSocket" not in e], errors

@@ -556,8 +556,10 @@
     const out = s ? s.output || "" : "";
     const status = s ? s.audio || "" : "";
     const missing = status === "no_device";
-    ui.output.textContent = missing ? t("output_no_device", { reason: s.no_device || "" }) : out;
-    ui.output.className = missing || /^null output/.test(out) ? "bad" : "";
+    const info = (s && s.output_info) || {};
+    ui.output.textContent = s ? outputText(s, info, missing) : "";
+    ui.output.title = missing ? s.no_device || "" : out; // the server's own words, for a bug report
+    ui.output.className = missing || info.code === "null" ? "bad" : "";
     ui.audio.textContent = status === "ok" ? t("audio_ok")
       : (missing ? t("audio_no_device") : status);
     ui.audio.className = status && status !== "ok" ? "bad" : "good";
@@ -583,6 +585,36 @@
       : r.done >= r.total ? t("render_done", { total: r.total })
       : t("render_value", { done: r.done, total: r.total });
     ui.render.className = r && r.error ? "bad" : "";
+  }
+
+  /** The channel's output in the page's language, from the code and figures the server
+      sends (its own line is English); a sink it did not describe is shown as it says. */
+  function outputText(s, o, missing) {
+    if (missing) {
+      const key = `no_device_${o.why || "device_error"}`;
+      const why = t(key, o);
+      return t("output_no_device", { reason: why !== key ? why : t("no_device_device_error") });
+    }
+    switch (o.code) {
+      case "device": {
+        let text = t("output_info_device", { device: o.device, blocksize: o.blocksize,
+                                              latency: o.latency_ms });
+        if (o.pid !== null && o.pid !== undefined) {
+          text += t("output_info_process", { pid: o.pid,
+            prio: t(o.realtime ? "output_info_realtime" : "output_info_normal") });
+        }
+        if (o.wakeup_us !== null && o.wakeup_us !== undefined) {
+          text += t("output_info_wakeup", { us: o.wakeup_us });
+        }
+        return text;
+      }
+      case "browser":
+        return t("output_info_browser");
+      case "null":
+        return t("output_info_null");
+      default:
+        return s.output || "";
+    }
   }
 
   const noDevice = () => !!state && state.audio === "no_device";
