@@ -43,6 +43,14 @@ def launched(*extra: str, audio: bool = False, timeout_ms: int = 10_000,
             b.close()
 
 
+def another(browser: Browser, *extra: str, audio: bool = False) -> Browser:
+    """One more Chromium, with other flags, from the Playwright that launched `browser` (a
+    second sync Playwright cannot start inside the first); the caller closes it."""
+    args = [*CHROMIUM_ARGS, *(AUDIO_ARGS if audio else ()), *extra]
+    return browser.browser_type.launch(executable_path=CHROMIUM, args=args,
+                                       **(AUDIO_LAUNCH if audio else {}))
+
+
 def watch_errors(page: Page, errors: list[str], prefix: str = "") -> Page:
     """Collect the page's script errors and console errors into `errors` (a missing resource
     is the test's to check, not an error of the page's script)."""
