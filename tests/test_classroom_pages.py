@@ -376,6 +376,18 @@ REVIEW_BOXES = """() => {
 }"""
 
 
+READING_BOXES = """() => {
+  const box = (e) => { const r = e.getBoundingClientRect();
+    return {x: r.left, y: r.top, r: r.right, b: r.bottom}; };
+  const last = document.getElementById('last');
+  return {
+    banner: box(document.getElementById('banner')), big: box(document.getElementById('big')),
+    last: last.offsetParent ? box(last) : null,
+    cards: [...document.querySelectorAll('#read-list li')].map(box),
+  };
+}"""
+
+
 def _inside(b: dict[str, float], w: int, h: int) -> bool:
     return b["x"] >= 0 and b["y"] >= 0 and b["r"] <= w + 0.5 and b["b"] <= h + 0.5
 
@@ -398,6 +410,23 @@ def test_the_projectors_review_of_17_cards_fits_every_common_size(server: Server
     api(server, "POST", "/api/channels/pink/match/start")
     display = open_page(browser, f"{server.base}/display/pink", errors)
     try:
+        # while the cards are read, held by the teacher: the banner, the number, the last
+        # card and the list share the screen (the number ran under the banner before)
+        display.set_viewport_size({"width": 1280, "height": 800})
+        deadline = time.monotonic() + 120
+        while not display.evaluate(READING_BOXES)["cards"]:
+            assert time.monotonic() < deadline, "no card was read"
+            time.sleep(0.1)
+        api(server, "PUT", "/api/channels/pink/holds/@operator", json={})
+        expect(display.locator("#banner")).to_be_visible()
+        got = display.evaluate(READING_BOXES)
+        api(server, "DELETE", "/api/channels/pink/holds/@operator")
+        for name in ("banner", "big", "last", *range(len(got["cards"]))):
+            b = got["cards"][name] if isinstance(name, int) else got[name]
+            assert _inside(b, 1280, 800), ("off the screen while reading", name, got)
+        for a, b in (("banner", "big"), ("big", "last"), ("banner", "last")):
+            assert _apart(got[a], got[b]), (a, b, got)
+        assert all(_apart(c, got["last"]) and _apart(c, got["big"]) for c in got["cards"]), got
         deadline = time.monotonic() + 240
         while api(server, "GET", "/api/channels/pink")["match"]["phase"] != "finished":
             assert time.monotonic() < deadline, "the 17 cards were never read"

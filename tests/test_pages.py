@@ -375,7 +375,7 @@ def test_console_starts_a_match_a_referee_stops_it_and_the_audio_stops(
     assert TOKEN not in console.url, "the token leaves the address bar"
     expect(console.locator("#pin")).to_have_text(str(op_state(server)["pin"]))
     expect(console.locator("#qr svg")).to_be_visible()
-    expect(console.locator("#output")).to_contain_text("device pulse")
+    expect(console.locator("#output")).to_contain_text("出力装置 pulse")
     join_url = console.locator("#join-url").get_attribute("href")
     assert join_url and join_url.startswith(PUBLIC_URL) and "pin=" in join_url
 

@@ -236,13 +236,17 @@
     layoutReads();
   }
 
-  // The 感想戦 list fills the space left on the screen: in the columns that give the largest
-  // text, never smaller than legible from the back of a classroom (READ_MIN_VMIN, 20 px at
-  // least); cards that would be smaller are shown a page at a time, turning every PAGE_MS.
-  // At the end of a match the last card's panel makes way when the list needs its room.
+  // The 感想戦 list: at the end of a match it fills the space left on the screen (the last
+  // card's panel makes way when the list needs its room); while cards are read it takes at
+  // most READING_SHARE of the screen's height, below the card number and the last card. In
+  // the columns that give the largest text, never smaller than legible from the back of a
+  // classroom (READ_MIN_VMIN, 20 px at least); cards that would be smaller are shown a page
+  // at a time, turning every PAGE_MS.
   const READ_MIN_VMIN = 4.5;
   const READ_MAX_VMIN = 9;
+  const READING_MAX_VMIN = 5; // while cards are read: the card number comes first
   const PAGE_MS = 6000;
+  const READING_SHARE = 0.3;
   let readItems = [];
   let page = 0;
   let pageTimer = null;
@@ -261,6 +265,7 @@
       plan = planReads();
     }
     setPages(plan.pages);
+    list.style.height = plan.height === null ? "" : `${plan.height}px`;
     list.style.fontSize = `${plan.fs}px`;
     list.style.gap = `${plan.gap}px`;
     list.style.gridTemplateColumns = `repeat(${plan.cols}, minmax(0, 1fr))`;
@@ -283,7 +288,13 @@
     }
     list.classList.remove("measure");
     list.replaceChildren();
-    const box = list.getBoundingClientRect(); // the room left, with the list empty
+    list.style.height = "";
+    const finished = ui.reads.dataset.phase === "finished";
+    const box = { width: list.getBoundingClientRect().width,
+      // the room left with the list empty; while reading, a share of the screen
+      height: finished ? list.getBoundingClientRect().height
+        : innerHeight * READING_SHARE - list.getBoundingClientRect().top
+          + ui.reads.getBoundingClientRect().top };
     const vmin = Math.min(innerWidth, innerHeight) / 100;
     const gap = Math.round(vmin * 1.2);
     const fsMin = Math.max(20, vmin * READ_MIN_VMIN);
@@ -291,7 +302,7 @@
       let out = { fs: 0, cols: 1 };
       for (let cols = 1; cols <= count; cols += 1) {
         const rows = Math.ceil(count / cols);
-        const fs = Math.min(vmin * READ_MAX_VMIN,
+        const fs = Math.min(vmin * (finished ? READ_MAX_VMIN : READING_MAX_VMIN),
           (box.width - 1 - gap * (cols - 1)) / cols / wEm,
           (box.height - 1 - gap * (rows - 1)) / rows / hEm);
         if (fs > out.fs) out = { fs, cols };
@@ -303,8 +314,12 @@
     while (per > 1 && best(per).fs < fsMin) per -= 1;
     const pages = Math.ceil(n / per);
     per = Math.ceil(n / pages); // the pages evenly filled
-    const fit = best(per);
-    return { pages, per, gap, cols: fit.cols, fs: Math.max(0, Math.floor(fit.fs * 10) / 10) };
+    const fs = Math.max(0, Math.floor(best(per).fs * 10) / 10);
+    // as many columns as the text's size allows: a few cards keep their own width
+    const cols = fs > 0 ? Math.max(1, Math.floor((box.width - 1 + gap) / (wEm * fs + gap))) : 1;
+    const rows = Math.ceil(per / cols);
+    return { pages, per, gap, cols, fs,
+             height: finished ? null : Math.ceil(rows * hEm * fs + gap * (rows - 1)) + 1 };
   }
 
   function setPages(pages) {
