@@ -172,6 +172,9 @@ class ChannelState(Open):
     recovered: dict[str, Any] | None = None
     match: MatchState | None
     output: str | None = None
+    output_info: dict[str, Any] | None = Field(
+        None, description='operators: the output as a code and its figures ("device", '
+        '"browser", "null", "no_device" with `why`), which the console words in its language')
     referees: list[RefereeState] = []
     pin: str | None = None
 

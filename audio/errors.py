@@ -19,4 +19,11 @@ class CodecError(AudioError):
 
 
 class DeviceError(AudioError):
-    """An output device cannot be opened or fails while playing."""
+    """An output device cannot be opened or fails while playing. `code` and `params` say why
+    for the pages, which word it in their own language (the message is English, for logs)."""
+
+    def __init__(self, message: str, *, code: str = "device_error",
+                 params: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.params = dict(params or {})

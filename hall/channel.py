@@ -61,7 +61,8 @@ class ChannelService:
         self._next_timer: asyncio.TimerHandle | None = None
         self._release_task: asyncio.Task[Any] | None = None
         self._read_budgets: dict[str, Budget] = {}  # referee: its sockets' message allowance
-        self.audio = ""
+        self.audio = ""  # the output in English (logs, the API); output_info for the pages
+        self.output_info: dict[str, Any] = {"code": "other"}
         self.output = "device"  # server.channels[].output
         self.volume_db = 0.0
         self.seq = 0
@@ -282,7 +283,7 @@ class ChannelService:
             state=self._state, channel=self.name, seq=self.seq, output=self.audio,
             speakers=SpeakersView(self.output, len(self.hub.speakers)),
             volume_db=self.volume_db, output_stats=self.output_stats(),
-            referees=self.referees(), pin=self.pin)
+            referees=self.referees(), pin=self.pin, output_info=self.output_info)
 
     def broadcast(self) -> None:
         self.seq += 1

@@ -14,7 +14,7 @@ from hall.keyfile import load_key
 from hall.loopwatch import LoopWatch
 from hall.pins import kept_pin
 from hall.runtime import ChannelRuntime
-from hall.sinks import NoDevice, SinkFactory, default_sink
+from hall.sinks import NoDevice, SinkFactory, default_sink, output_info
 from hall.speaker import ClipStore, SoundingClock, SpeakerFeed
 from hall.speakerlink import SpeakerLink
 from hall.voices import VoiceFactory, VoiceLike, Voices
@@ -83,6 +83,7 @@ class Hall:
             svc = self.channels[ch.name]
             sink, description = self.make_sink(self.config, ch)
             svc.audio = description
+            svc.output_info = output_info(self.config, ch, sink)
             svc.output = ch.output
             svc.volume_db = ch.volume_db
             rt = ChannelRuntime(ch.name, self.config, self.voice, sink, on_publish=svc.on_state,

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
-from audio.errors import AudioError
+from audio.errors import AudioError, DeviceError
 from audio.output.sink import NullSink, Sink
 from hall.config import ChannelConfig, Config
 
@@ -43,9 +44,11 @@ class NoDevice(NullSink):
     """Stands in for speakers that could not be opened: the match runs, no one hears it. The
     channel says so (state `audio: "no_device"`, health, the console asks before starting)."""
 
-    def __init__(self, rate: int, reason: str, *, fade_ms: float) -> None:
+    def __init__(self, rate: int, reason: str, *, fade_ms: float,
+                 why: dict[str, str] | None = None) -> None:
         super().__init__(rate, fade_ms=fade_ms)
         self.reason = reason
+        self.why = dict(why or {"why": "device_error"})
 
 
 def default_sink(cfg: Config, ch: ChannelConfig) -> tuple[Sink, str]:
@@ -61,5 +64,28 @@ def default_sink(cfg: Config, ch: ChannelConfig) -> tuple[Sink, str]:
         return device_sink(cfg, ch.device if ch.device is not None else a.device)
     except AudioError as e:
         log.warning("channel %s: no audio device (%s); audio goes nowhere", ch.name, e)
-        return (NoDevice(a.rate, str(e), fade_ms=a.fade_ms),
+        why = ({"why": e.code, **e.params} if isinstance(e, DeviceError)
+               else {"why": "device_error"})
+        return (NoDevice(a.rate, str(e), fade_ms=a.fade_ms, why=why),
                 f"NO AUDIO DEVICE ({e}): audio goes nowhere")
+
+
+def output_info(cfg: Config, ch: ChannelConfig, sink: Sink) -> dict[str, Any]:
+    """What the channel's output is, as a code and its figures: the console says it in its
+    own language (the description beside it is English, for logs and the API's readers).
+    `other` is a sink this module did not make (a test's): the console shows the description."""
+    if isinstance(sink, NoDevice):
+        return {"code": "no_device", **sink.why}
+    if type(sink) is NullSink:
+        if ch.output == "browser":
+            return {"code": "browser"}
+        if cfg.audio.output == "null":
+            return {"code": "null"}
+    blocksize, latency = getattr(sink, "blocksize", None), getattr(sink, "latency", None)
+    if not isinstance(blocksize, int) or not isinstance(latency, float):
+        return {"code": "other"}
+    device = ch.device if ch.device is not None else cfg.audio.device
+    return {"code": "device", "device": "default" if device is None else str(device),
+            "blocksize": blocksize, "latency_ms": round(latency * 1000, 1),
+            "pid": getattr(sink, "pid", None), "realtime": getattr(sink, "realtime", None),
+            "wakeup_us": getattr(sink, "cpu_wakeup_us", None)}

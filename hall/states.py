@@ -82,6 +82,7 @@ class OperatorView:
     output_stats: dict[str, int] | None
     referees: tuple[RefereeView, ...]
     pin: str
+    output_info: dict[str, Any] = field(default_factory=dict)  # hall.sinks.output_info
 
     @property
     def match(self) -> MatchState | None:

@@ -3,6 +3,7 @@ browser): one set of flags, one module-scoped fixture, one way to collect a page
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,14 @@ def launched(*extra: str, audio: bool = False, timeout_ms: int = 10_000,
             b.close()
 
 
+def another(browser: Browser, *extra: str, audio: bool = False) -> Browser:
+    """One more Chromium, with other flags, from the Playwright that launched `browser` (a
+    second sync Playwright cannot start inside the first); the caller closes it."""
+    args = [*CHROMIUM_ARGS, *(AUDIO_ARGS if audio else ()), *extra]
+    return browser.browser_type.launch(executable_path=CHROMIUM, args=args,
+                                       **(AUDIO_LAUNCH if audio else {}))
+
+
 def watch_errors(page: Page, errors: list[str], prefix: str = "") -> Page:
     """Collect the page's script errors and console errors into `errors` (a missing resource
     is the test's to check, not an error of the page's script)."""
@@ -49,3 +58,13 @@ def watch_errors(page: Page, errors: list[str], prefix: str = "") -> Page:
     page.on("console", lambda m: errors.append(f"{prefix}{m.text}") if m.type == "error"
             and not m.text.startswith("Failed to load resource") else None)
     return page
+
+
+# three Latin words or more in a row: an English sentence left on a Japanese page (a key name
+# such as server.channels[].output or a command such as `yomite devices` is no sentence)
+_ENGLISH = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?(?: +[A-Za-z]+(?:'[A-Za-z]+)?){2,}")
+
+
+def english_in(text: str) -> list[str]:
+    """The English sentences in a Japanese page's text (empty when there are none)."""
+    return _ENGLISH.findall(text)

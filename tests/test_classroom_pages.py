@@ -21,7 +21,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from reader.kimariji import kimariji
 
-from .chromium import launched, require_chromium, watch_errors
+from .chromium import english_in, launched, require_chromium, watch_errors
 from .serverproc import Server
 from .test_pages import shots_dir
 
@@ -188,13 +188,43 @@ def test_presets_settings_projector_and_replay(server: Server, browser: Browser)
 
 def test_a_speaker_page_on_a_channel_without_speakers_says_so(server: Server,
                                                              browser: Browser) -> None:
+    """Issue 20, item 8: the page showed a green 「タップして音を出す」 above the red refusal,
+    「接続中…」 forever and 「試合なし」: now only the refusal, saying what to do."""
     errors: list[str] = []
     page = open_page(browser, f"{server.base}/speaker/main", errors)
     # said in the page's language, naming the setting to change
     expect(page.locator("#sound-text")).to_contain_text("使えません")
     expect(page.locator("#sound-text")).to_contain_text("server.channels[].output")
     assert page.evaluate("Y.live.stopped"), "it stops asking"
+    # nothing contradicting it: no tap button, no connecting badge, no phase, no clock
+    for hidden in ("#enable", "#conn", "#phase", "#clock"):
+        expect(page.locator(hidden)).to_be_hidden()
+    shown = page.locator("body").inner_text()
+    for word in ("タップして音を出す", "接続中", "試合なし"):
+        assert word not in shown, (word, shown)
+    assert not english_in(shown), shown
     assert not [e for e in errors if "WebSocket" not in e], errors
+
+
+def test_the_console_offers_speakers_only_where_the_output_admits_them(
+        server: Server, browser: Browser) -> None:
+    """Issue 20, item 8: with the default output (the server's own speakers) the console
+    offered a スピーカー link that could only be refused. It now says how to enable browser
+    speakers instead, and offers the link and its QR code on a browser channel."""
+    errors: list[str] = []
+    console = open_page(browser, f"{server.base}/console#token={TOKEN}", errors)
+    expect(console.locator("#conn")).to_have_attribute("data-state", "online")
+    expect(console.locator("#speaker-off")).to_be_visible()
+    expect(console.locator("#speaker-off")).to_contain_text("server.channels[].output")
+    for hidden in ("#speaker-url", "#speaker-qr-show", "#speaker-new", "#speaker-hint"):
+        expect(console.locator(hidden)).to_be_hidden()
+    console.select_option("#channel", "class")
+    expect(console.locator("#speaker-url")).to_be_visible()
+    expect(console.locator("#speaker-url")).to_have_attribute(
+        "href", re.compile("/speaker/class#key="))
+    expect(console.locator("#speaker-qr-show")).to_be_visible()
+    expect(console.locator("#speaker-off")).to_be_hidden()
+    assert not errors, errors
 
 
 def test_the_console_withholds_the_card_being_read_unless_asked(server: Server,
@@ -237,8 +267,8 @@ def test_the_console_withholds_the_card_being_read_unless_asked(server: Server,
         expect(console.locator("#card-rows td.withheld")).to_have_count(1)
         expect(console.locator("#now")).not_to_contain_text(f"{p['no']}番")
         assert not errors, errors
-    finally:
-        api(server, "POST", "/api/channels/pink/match/abort")
+    finally:  # a match still being read (a failure) stops here; a finished one is over
+        httpx2.post(f"{server.base}/api/channels/pink/match/abort", headers=server.op, timeout=10)
 
 
 def test_too_many_cards_for_the_deck_is_said_with_its_figures(server: Server,
@@ -327,3 +357,131 @@ def test_a_browser_only_channel_with_no_speaker_open_asks_before_starting(
         time.sleep(0.05)
     api(server, "POST", "/api/channels/class/match/abort")
     assert not errors, errors
+
+
+REVIEW_SIZES = [(1024, 768), (1280, 720), (1280, 800), (1920, 1080)]
+# every card's box, 読み終わり's box, and the smallest card text: read from the page
+REVIEW_BOXES = """() => {
+  const box = (e) => { const r = e.getBoundingClientRect();
+    return {x: r.left, y: r.top, r: r.right, b: r.bottom}; };
+  const lis = [...document.querySelectorAll('#read-list li')].filter((e) => e.offsetParent);
+  return {
+    w: innerWidth, h: innerHeight, big: box(document.getElementById('big')),
+    stageOverflows: document.getElementById('stage').scrollHeight
+      > document.getElementById('stage').clientHeight + 1,
+    cards: lis.map((e) => ({n: +e.dataset.n, ...box(e),
+      font: parseFloat(getComputedStyle(e.querySelector('.k')).fontSize)})),
+    pages: document.getElementById('reads').dataset.pages || '1',
+  };
+}"""
+
+
+READING_BOXES = """() => {
+  const box = (e) => { const r = e.getBoundingClientRect();
+    return {x: r.left, y: r.top, r: r.right, b: r.bottom}; };
+  const last = document.getElementById('last');
+  return {
+    banner: box(document.getElementById('banner')), big: box(document.getElementById('big')),
+    last: last.offsetParent ? box(last) : null,
+    cards: [...document.querySelectorAll('#read-list li')].map(box),
+  };
+}"""
+
+
+def _inside(b: dict[str, float], w: int, h: int) -> bool:
+    return b["x"] >= 0 and b["y"] >= 0 and b["r"] <= w + 0.5 and b["b"] <= h + 0.5
+
+
+def _apart(a: dict[str, float], b: dict[str, float]) -> bool:
+    return a["r"] <= b["x"] + 0.5 or b["r"] <= a["x"] + 0.5 or a["b"] <= b["y"] + 0.5 \
+        or b["b"] <= a["y"] + 0.5
+
+
+def test_the_projectors_review_of_17_cards_fits_every_common_size(server: Server,
+                                                                 browser: Browser) -> None:
+    """Issue 20, item 5: at the end of a 17-card match the projector's review was cut off
+    (読み終わり clipped, cards 13-17 below the screen) at 1024×768, 1280×720, 1280×800 and
+    1920×1080. At each size every card is inside the screen, none overlaps another or
+    読み終わり, and the cards' text is large enough for the back of a classroom."""
+    errors: list[str] = []
+    api(server, "POST", "/api/channels/pink/match", json={
+        "seed": 11, "overrides": {"memorise_s": 1, "cards": 17, "gaps": {
+            "between_verses_s": 0.1, "between_cards_s": 0.1}}, "voice": {"speed": 3.0}})
+    api(server, "POST", "/api/channels/pink/match/start")
+    display = open_page(browser, f"{server.base}/display/pink", errors)
+    try:
+        # while the cards are read, held by the teacher: the banner, the number, the last
+        # card and the list share the screen (the number ran under the banner before)
+        display.set_viewport_size({"width": 1280, "height": 800})
+        deadline = time.monotonic() + 120
+        while not display.evaluate(READING_BOXES)["cards"]:
+            assert time.monotonic() < deadline, "no card was read"
+            time.sleep(0.1)
+        api(server, "PUT", "/api/channels/pink/holds/@operator", json={})
+        expect(display.locator("#banner")).to_be_visible()
+        got = display.evaluate(READING_BOXES)
+        api(server, "DELETE", "/api/channels/pink/holds/@operator")
+        for name in ("banner", "big", "last", *range(len(got["cards"]))):
+            b = got["cards"][name] if isinstance(name, int) else got[name]
+            assert _inside(b, 1280, 800), ("off the screen while reading", name, got)
+        for a, b in (("banner", "big"), ("big", "last"), ("banner", "last")):
+            assert _apart(got[a], got[b]), (a, b, got)
+        assert all(_apart(c, got["last"]) and _apart(c, got["big"]) for c in got["cards"]), got
+        deadline = time.monotonic() + 240
+        while api(server, "GET", "/api/channels/pink")["match"]["phase"] != "finished":
+            assert time.monotonic() < deadline, "the 17 cards were never read"
+            time.sleep(0.2)
+        expect(display.locator("#read-list li")).to_have_count(17)
+        for w, h in REVIEW_SIZES:
+            display.set_viewport_size({"width": w, "height": h})
+            display.wait_for_timeout(300)  # a resize is laid out on the next frame
+            got = display.evaluate(REVIEW_BOXES)
+            cards = got["cards"]
+            assert sorted(c["n"] for c in cards) == list(range(1, 18)), (w, h, got)
+            assert got["pages"] == "1", (w, h, "17 cards fit one page at this size")
+            assert _inside(got["big"], w, h) and not got["stageOverflows"], (w, h, got)
+            for c in cards:
+                assert _inside(c, w, h), (w, h, "card off-screen", c)
+                assert _apart(c, got["big"]), (w, h, "card over 読み終わり", c)
+                assert c["font"] >= 0.045 * h, (w, h, "too small for the back", c)
+            for i, a in enumerate(cards):
+                for b in cards[i + 1:]:
+                    assert _apart(a, b), (w, h, "cards overlap", a, b)
+            print(f"review at {w}x{h}: card text {cards[0]['font']:.1f} px, "
+                  f"{len({c['x'] for c in cards})} columns")
+            if (w, h) == (1280, 720):
+                display.screenshot(path=str(SHOTS / "display-review-720p.png"))
+        # a screen too small for 17 legible cards: a page at a time, said, turning by itself
+        display.set_viewport_size({"width": 480, "height": 270})
+        expect(display.locator("#reads-page")).to_be_visible()
+        expect(display.locator("#reads-page")).to_contain_text("ページ")
+        seen: set[int] = set()
+        deadline = time.monotonic() + 60
+        while len(seen) < 17:
+            assert time.monotonic() < deadline, f"the pages never showed every card: {seen}"
+            got = display.evaluate(REVIEW_BOXES)
+            assert int(got["pages"]) > 1, got
+            for i, a in enumerate(got["cards"]):
+                assert _inside(a, 480, 270) and a["font"] >= 20, ("paged card", a)
+                assert all(_apart(a, b) for b in got["cards"][i + 1:]), ("overlap", got)
+            seen |= {c["n"] for c in got["cards"]}
+            time.sleep(0.5)
+        assert not errors, errors
+    finally:  # a match still being read (a failure) stops here; a finished one is over
+        httpx2.post(f"{server.base}/api/channels/pink/match/abort", headers=server.op, timeout=10)
+
+
+def test_the_output_is_said_in_the_pages_language(
+        server: Server, browser: Browser) -> None:
+    """Issue 20, item 9: the Japanese console showed the output as the server's English line
+    ("null output (config audio.output: null)", "browser speakers only ..."). The server now
+    sends a code and its figures, and the page says them in Japanese."""
+    errors: list[str] = []
+    console = open_page(browser, f"{server.base}/console#token={TOKEN}", errors)
+    expect(console.locator("#conn")).to_have_attribute("data-state", "online")
+    for ch, words in (("main", "音を出さない出力"), ("class", "ブラウザーのスピーカーだけ")):
+        console.select_option("#channel", ch)
+        expect(console.locator("#output")).to_contain_text(words)
+        text = console.locator(".panel.audio").inner_text()
+        assert not english_in(text), (ch, english_in(text), text)
+    assert not [e for e in errors if "WebSocket" not in e], errors

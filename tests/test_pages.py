@@ -27,7 +27,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from .audio_capture import THRESHOLD, Capture, Recorder
-from .chromium import launched, require_chromium
+from .chromium import english_in, launched, require_chromium
 from .serverproc import Server
 
 pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.audio]
@@ -375,7 +375,7 @@ def test_console_starts_a_match_a_referee_stops_it_and_the_audio_stops(
     assert TOKEN not in console.url, "the token leaves the address bar"
     expect(console.locator("#pin")).to_have_text(str(op_state(server)["pin"]))
     expect(console.locator("#qr svg")).to_be_visible()
-    expect(console.locator("#output")).to_contain_text("device pulse")
+    expect(console.locator("#output")).to_contain_text("出力装置 pulse")
     join_url = console.locator("#join-url").get_attribute("href")
     assert join_url and join_url.startswith(PUBLIC_URL) and "pin=" in join_url
 
@@ -636,6 +636,11 @@ def test_no_audio_device_is_said_in_the_pages_language_and_start_asks_first(
                                         "スピーカーをつないでサーバーを再起動してください。"))
         expect(console.locator("#audio")).to_have_text("音声出力装置がありません")
         expect(console.locator("#output")).to_contain_text("音声出力装置を開けません")
+        # issue 20, item 9: why, in Japanese too (the server's reason was shown in English)
+        expect(console.locator("#output")).to_contain_text("no-such-device-for-yomite")
+        for sel in ("#output", "#audio", "#audio-warning"):
+            text = console.locator(sel).inner_text()
+            assert not english_in(text), (sel, text)
         console.click("#start")
         expect(console.locator("#start")).to_have_text(zw("もう一度押すと音なしで始めます"))
         st = httpx2.get(f"{s.base}/api/channels/main", headers=s.op, timeout=30).json()

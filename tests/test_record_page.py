@@ -21,7 +21,7 @@ from hall.config import parse_config
 from reader.poems import all_poems
 from yomite.offline import render_match
 
-from .chromium import launched
+from .chromium import another, english_in, launched
 from .packs import dominant_hz
 from .serverproc import Server
 from .test_pages import DESKTOP, shot
@@ -176,3 +176,49 @@ def test_a_reader_records_verses_and_a_match_reads_them(
     for s in verses:
         part = audio[s["start_frame"]:s["end_frame"]]
         assert dominant_hz(part, RATE) == pytest.approx(TONE_HZ, abs=3), s
+
+
+def test_a_refused_take_and_a_missing_microphone_are_said_in_the_pages_language(
+    setup: tuple[Server, Path, np.ndarray], browser: Browser, tmp_path: Path,
+) -> None:
+    """Issue 20, item 9: the Japanese page showed the server's English hint under a refused
+    take ("come closer to the microphone or raise its gain...") and the browser's English
+    reason when the microphone could not be opened. Now only the page's own words, in
+    Japanese, each saying what to do."""
+    server, _, _ = setup
+    # a microphone that hears only the room: every take is refused (too quiet)
+    rng = np.random.default_rng(5)
+    with wave.open(str(tmp_path / "room.wav"), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(RATE)
+        w.writeframes((rng.normal(0, 10 ** (-62 / 20), 2 * RATE) * 32767).astype("<i2")
+                      .tobytes())
+    for flags, refused in (
+            ((), False),  # no microphone allowed: the browser's reason is English
+            (("--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
+              f"--use-file-for-fake-audio-capture={tmp_path / 'room.wav'}"), True)):
+        other = another(browser, *flags, audio=True)
+        try:
+            ctx = other.new_context(viewport=DESKTOP, locale="ja-JP")
+            page = ctx.new_page()
+            page.goto(f"{server.base}/record#token={TOKEN}")
+            expect(page.locator("#app")).to_be_visible()
+            page.click("#btn-record")
+            if refused:
+                expect(page.locator("#btn-stop")).to_be_visible()
+                page.wait_for_timeout(1000)
+                page.click("#btn-stop")
+                report = page.locator("#report")
+                expect(report).to_have_attribute("data-result", "refused")
+                expect(report).to_contain_text("音が小さすぎます")
+                text = report.inner_text()
+            else:
+                toast = page.locator(".toast").last
+                expect(toast).to_contain_text("許可し")
+                expect(toast.locator(".hint")).to_have_count(0)
+                text = toast.inner_text()
+            assert not english_in(text), (english_in(text), text)
+            ctx.close()
+        finally:
+            other.close()

@@ -30,6 +30,7 @@
     gapCards: $("gap-cards"), gapRepeat: $("gap-repeat"), poemPicks: $("poem-picks"),
     poemCount: $("poem-count"), poemsClear: $("poems-clear"), volume: $("volume"),
     volumeOut: $("volume-out"), speakers: $("speakers"), speakerUrl: $("speaker-url"),
+    speakerRow: $("speaker-row"), speakerHint: $("speaker-hint"), speakerOff: $("speaker-off"),
     speakerQrShow: $("speaker-qr-show"), speakerQr: $("speaker-qr"), speakerNew: $("speaker-new"),
     kimarijiList: $("kimariji-list"), kimarijiChanged: $("kimariji-changed"),
     underruns: $("underruns"), render: $("render"), renderBar: $("render-bar"),
@@ -144,6 +145,7 @@
 
   let bases = [];
   let speakerLinks = []; // the speaker link (with the channel's speaker key) at each base
+  let speakerMode = "device"; // the channel's output: browser speakers only with browser/both
 
   /** The PIN, and the join link and QR code at the address phones use: the server offers
       every address it has (server.public_url first, else the default route's); the choice
@@ -153,7 +155,9 @@
       const p = await Y.api("GET", chPath("/pin"), { token });
       ui.pin.textContent = p.pin;
       bases = p.bases;
-      speakerLinks = (await Y.api("GET", chPath("/speakers"), { token })).bases;
+      const sp = await Y.api("GET", chPath("/speakers"), { token });
+      speakerLinks = sp.bases;
+      speakerMode = sp.mode;
       const saved = Y.load(BASE_KEY);
       const chosen = bases.find((b) => b.base === saved) || bases[0];
       ui.joinBase.replaceChildren(...bases.map((b) => Y.el("option", { value: b.base },
@@ -175,6 +179,12 @@
     // the speaker link holds the channel's speaker key: opened here it makes this browser a
     // speaker; its text hides the key (a console may be on the projector) and its QR code is
     // drawn only on request
+    // offered only where the channel's output admits browser speakers: elsewhere the page
+    // could only refuse, and the console says how to enable them instead
+    const admits = speakerMode === "browser" || speakerMode === "both";
+    ui.speakerRow.hidden = !admits;
+    ui.speakerHint.hidden = !admits;
+    ui.speakerOff.hidden = admits;
     const sl = speakerLinks.find((x) => x.base === b.base);
     ui.speakerUrl.href = sl ? sl.url : "#";
     ui.speakerUrl.textContent = `${b.base}/speaker/${encodeURIComponent(ch)}#key=•••`;
@@ -546,8 +556,10 @@
     const out = s ? s.output || "" : "";
     const status = s ? s.audio || "" : "";
     const missing = status === "no_device";
-    ui.output.textContent = missing ? t("output_no_device", { reason: s.no_device || "" }) : out;
-    ui.output.className = missing || /^null output/.test(out) ? "bad" : "";
+    const info = (s && s.output_info) || {};
+    ui.output.textContent = s ? outputText(s, info, missing) : "";
+    ui.output.title = missing ? s.no_device || "" : out; // the server's own words, for a bug report
+    ui.output.className = missing || info.code === "null" ? "bad" : "";
     ui.audio.textContent = status === "ok" ? t("audio_ok")
       : (missing ? t("audio_no_device") : status);
     ui.audio.className = status && status !== "ok" ? "bad" : "good";
@@ -573,6 +585,36 @@
       : r.done >= r.total ? t("render_done", { total: r.total })
       : t("render_value", { done: r.done, total: r.total });
     ui.render.className = r && r.error ? "bad" : "";
+  }
+
+  /** The channel's output in the page's language, from the code and figures the server
+      sends (its own line is English); a sink it did not describe is shown as it says. */
+  function outputText(s, o, missing) {
+    if (missing) {
+      const key = `no_device_${o.why || "device_error"}`;
+      const why = t(key, o);
+      return t("output_no_device", { reason: why !== key ? why : t("no_device_device_error") });
+    }
+    switch (o.code) {
+      case "device": {
+        let text = t("output_info_device", { device: o.device, blocksize: o.blocksize,
+                                              latency: o.latency_ms });
+        if (o.pid !== null && o.pid !== undefined) {
+          text += t("output_info_process", { pid: o.pid,
+            prio: t(o.realtime ? "output_info_realtime" : "output_info_normal") });
+        }
+        if (o.wakeup_us !== null && o.wakeup_us !== undefined) {
+          text += t("output_info_wakeup", { us: o.wakeup_us });
+        }
+        return text;
+      }
+      case "browser":
+        return t("output_info_browser");
+      case "null":
+        return t("output_info_null");
+      default:
+        return s.output || "";
+    }
   }
 
   const noDevice = () => !!state && state.audio === "no_device";

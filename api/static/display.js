@@ -14,7 +14,7 @@
     sub: $("sub"), last: $("last"), lastN: $("last-n"), lastKami: $("last-kami"),
     lastShimo: $("last-shimo"), lastAuthor: $("last-author"), offline: $("offline"),
     torifuda: $("torifuda"), lastKana: $("last-kana"), kimarijiNote: $("kimariji-note"),
-    reads: $("reads"), readList: $("read-list"),
+    reads: $("reads"), readList: $("read-list"), readsPage: $("reads-page"),
   };
   let state = null;
   let poems = null;
@@ -224,15 +224,122 @@
     const read = (m && m.kimariji && m.kimariji.read) || [];
     ui.reads.hidden = read.length === 0;
     ui.reads.dataset.phase = m ? m.phase : "none";
-    ui.readList.replaceChildren(...read.map((r) => {
+    document.body.dataset.reads = read.length ? "shown" : "";
+    readItems = read.map((r) => {
       const p = poems ? poems.get(r.poem) : null;
       const first = p ? p.kami_kana.split(" ")[0] : "";
       return Y.el("li", { dataset: { poem: String(r.poem), n: String(r.n) } },
         Y.el("span", { class: "n" }, String(r.n)),
         Y.el("span", { class: "k" }, r.kimariji),
         Y.el("span", { class: "rest" }, first.slice(r.kimariji.length)));
-    }));
+    });
+    layoutReads();
   }
+
+  // The 感想戦 list: at the end of a match it fills the space left on the screen (the last
+  // card's panel makes way when the list needs its room); while cards are read it takes at
+  // most READING_SHARE of the screen's height, below the card number and the last card. In
+  // the columns that give the largest text, never smaller than legible from the back of a
+  // classroom (READ_MIN_VMIN, 20 px at least); cards that would be smaller are shown a page
+  // at a time, turning every PAGE_MS.
+  const READ_MIN_VMIN = 4.5;
+  const READ_MAX_VMIN = 9;
+  const READING_MAX_VMIN = 5; // while cards are read: the card number comes first
+  const PAGE_MS = 6000;
+  const READING_SHARE = 0.3;
+  let readItems = [];
+  let page = 0;
+  let pageTimer = null;
+
+  function layoutReads() {
+    const list = ui.readList;
+    ui.last.classList.remove("yield");
+    if (ui.reads.hidden || !readItems.length) {
+      list.replaceChildren();
+      setPages(1);
+      return;
+    }
+    let plan = planReads();
+    if (plan.pages > 1 && ui.reads.dataset.phase === "finished" && !ui.last.hidden) {
+      ui.last.classList.add("yield");
+      plan = planReads();
+    }
+    setPages(plan.pages);
+    list.style.height = plan.height === null ? "" : `${plan.height}px`;
+    list.style.fontSize = `${plan.fs}px`;
+    list.style.gap = `${plan.gap}px`;
+    list.style.gridTemplateColumns = `repeat(${plan.cols}, minmax(0, 1fr))`;
+    list.replaceChildren(...readItems.slice(page * plan.per, (page + 1) * plan.per));
+  }
+
+  /** How the cards read are laid out in the list's box: font size, columns, cards a page. */
+  function planReads() {
+    const list = ui.readList;
+    // each card's size in em, measured on its own at 100 px
+    list.classList.add("measure");
+    list.style.fontSize = "100px";
+    list.replaceChildren(...readItems);
+    let wEm = 0;
+    let hEm = 0;
+    for (const li of readItems) {
+      const r = li.getBoundingClientRect();
+      wEm = Math.max(wEm, r.width / 100);
+      hEm = Math.max(hEm, r.height / 100);
+    }
+    list.classList.remove("measure");
+    list.replaceChildren();
+    list.style.height = "";
+    const finished = ui.reads.dataset.phase === "finished";
+    const box = { width: list.getBoundingClientRect().width,
+      // the room left with the list empty; while reading, a share of the screen
+      height: finished ? list.getBoundingClientRect().height
+        : innerHeight * READING_SHARE - list.getBoundingClientRect().top
+          + ui.reads.getBoundingClientRect().top };
+    const vmin = Math.min(innerWidth, innerHeight) / 100;
+    const gap = Math.round(vmin * 1.2);
+    const fsMin = Math.max(20, vmin * READ_MIN_VMIN);
+    const best = (count) => {
+      let out = { fs: 0, cols: 1 };
+      for (let cols = 1; cols <= count; cols += 1) {
+        const rows = Math.ceil(count / cols);
+        const fs = Math.min(vmin * (finished ? READ_MAX_VMIN : READING_MAX_VMIN),
+          (box.width - 1 - gap * (cols - 1)) / cols / wEm,
+          (box.height - 1 - gap * (rows - 1)) / rows / hEm);
+        if (fs > out.fs) out = { fs, cols };
+      }
+      return out;
+    };
+    const n = readItems.length;
+    let per = n;
+    while (per > 1 && best(per).fs < fsMin) per -= 1;
+    const pages = Math.ceil(n / per);
+    per = Math.ceil(n / pages); // the pages evenly filled
+    const fs = Math.max(0, Math.floor(best(per).fs * 10) / 10);
+    // as many columns as the text's size allows: a few cards keep their own width
+    const cols = fs > 0 ? Math.max(1, Math.floor((box.width - 1 + gap) / (wEm * fs + gap))) : 1;
+    const rows = Math.ceil(per / cols);
+    return { pages, per, gap, cols, fs,
+             height: finished ? null : Math.ceil(rows * hEm * fs + gap * (rows - 1)) + 1 };
+  }
+
+  function setPages(pages) {
+    ui.reads.dataset.pages = String(pages);
+    if (page >= pages) page = 0;
+    ui.reads.dataset.page = String(page + 1);
+    ui.readsPage.hidden = pages < 2;
+    ui.readsPage.textContent = pages < 2 ? "" : t("reads_page", { page: page + 1, pages });
+    if (pages < 2) {
+      clearInterval(pageTimer);
+      pageTimer = null;
+    } else if (pageTimer === null) {
+      pageTimer = setInterval(() => {
+        page = (page + 1) % Number(ui.reads.dataset.pages);
+        layoutReads();
+      }, PAGE_MS);
+    }
+  }
+
+  addEventListener("resize", () => layoutReads());
 
   Y.bootPage({ titleKey: "display_title", ch, badge: ui.conn, conn, onLang: render });
   loadPoems();

@@ -177,7 +177,8 @@
         echoCancellation: false, noiseSuppression: false, autoGainControl: false,
         channelCount: 1 } });
     } catch (e) {
-      Y.showError(new Y.ApiError(0, "microphone", t("record_no_mic"), String(e.message || e)));
+      // the browser's reason is English: shown on the English page only (Y.errorText)
+      Y.showError(new Y.ApiError(0, "microphone", String(e.message || e), ""));
       return;
     }
     const type = pickType();
@@ -218,8 +219,12 @@
     }
     const data = await res.json().catch(() => ({}));
     if (!res.ok) {
-      ui.report.replaceChildren(el("strong", { class: "bad" }, t(`err_${data.error}`) !== `err_${data.error}`
-        ? t(`err_${data.error}`) : (data.detail || data.error)), el("span", {}, data.hint || ""));
+      // in the page's language: the server's detail and hint are English, shown on the
+      // English page (or for a code without words of its own), as in every error toast
+      const e = Y.errorText(new Y.ApiError(res.status, data.error || `http_${res.status}`,
+        data.detail || "", data.hint || "", data.params || null));
+      ui.report.replaceChildren(el("strong", { class: "bad" }, e.title),
+        ...[e.detail, e.hint].filter(Boolean).map((x) => el("span", {}, x)));
       ui.report.dataset.result = "refused";
       return;
     }

@@ -442,12 +442,12 @@
     ui.clock.hidden = !ctx;
     let state = "silent";
     let text = t("speaker_ready");
+    document.body.dataset.refused = refused ? "true" : "false";
     if (refused) {
       state = "lost";
       // the server's reasons are codes, said in the page's language (an unknown one as is)
       const words = t(`speaker_refused_${refused}`);
-      text = words !== `speaker_refused_${refused}` ? words
-        : t("speaker_refused", { reason: refused });
+      text = words !== `speaker_refused_${refused}` ? words : t("speaker_refused");
     } else if (!online) {
       state = "lost";
       text = t("speaker_lost");

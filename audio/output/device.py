@@ -272,8 +272,9 @@ class DeviceSink:
             raise DeviceError(
                 f"no output device {self.device!r} ({e}); outputs: {describe_outputs(sd)}. "
                 "With PulseAudio, start the server before yomite (the device list is read "
-                "once, at startup) and use device 'pulse'"
-            ) from None
+                "once, at startup) and use device 'pulse'",
+                code="no_such_device",
+                params={"device": str(self.device), "outputs": describe_outputs(sd)}) from None
         channels = self.channels_request or min(2, int(info["max_output_channels"]))
         self._gen += 1
         gen = self._gen
@@ -292,14 +293,16 @@ class DeviceSink:
                 finished_callback=lambda: self._on_finished(gen),
             )
         except sd.PortAudioError as e:
-            raise DeviceError(f"cannot open output device {info['name']!r}: {e}") from None
+            raise DeviceError(f"cannot open output device {info['name']!r}: {e}",
+                              code="cannot_open", params={"device": str(info["name"])}) from None
         # the stall watchdog counts from here: give the first callback time to come
         self._last_cb = time.monotonic() + self.start_grace_s - self.stall_timeout_s
         try:
             stream.start()
         except sd.PortAudioError as e:
             self._reap(stream)
-            raise DeviceError(f"cannot start output device {info['name']!r}: {e}") from None
+            raise DeviceError(f"cannot start output device {info['name']!r}: {e}",
+                              code="cannot_open", params={"device": str(info["name"])}) from None
         self._stream = stream
         self.channels = channels
         self.latency = float(stream.latency)

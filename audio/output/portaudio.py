@@ -16,8 +16,8 @@ def load_sounddevice() -> ModuleType:
         import sounddevice  # type: ignore[import-untyped]
     except OSError as e:  # the PortAudio shared library itself is missing
         raise DeviceError(
-            f"PortAudio is not available ({e}); install libportaudio2 (make setup does)"
-        ) from None
+            f"PortAudio is not available ({e}); install libportaudio2 (make setup does)",
+            code="no_portaudio") from None
     mod: ModuleType = sounddevice
     return mod
 
@@ -40,7 +40,7 @@ def list_devices() -> list[OutputDevice]:
         apis = sd.query_hostapis()
         devices = sd.query_devices()
     except sd.PortAudioError as e:
-        raise DeviceError(f"cannot list audio devices: {e}") from None
+        raise DeviceError(f"cannot list audio devices: {e}", code="cannot_list") from None
     return [
         OutputDevice(
             index=int(d["index"]),

@@ -240,7 +240,8 @@ class ProcessSink:
         except OSError as e:
             ours.close()
             theirs.close()
-            raise DeviceError(f"cannot start the audio process: {e}") from None
+            raise DeviceError(f"cannot start the audio process: {e}",
+                              code="no_audio_process") from None
         theirs.close()
         self._proc, self._sock, self._alive = proc, ours, True
         with self._replied:
@@ -258,12 +259,13 @@ class ProcessSink:
             proc.wait()
             self._alive = False
             raise DeviceError(f"the audio process did not open the output ({how}, "
-                              f"exit code {proc.returncode})")
+                              f"exit code {proc.returncode})", code="no_audio_process")
         err, info = reply
         if err is not None:
             proc.wait(timeout=5.0)
             self._alive = False
-            raise DeviceError(err)
+            raise DeviceError(err, code=str(info.get("code", "device_error")),
+                              params=info.get("params"))
         self.channels = int(info["channels"])
         self.latency = float(info["latency"])
         self.realtime = bool(info["realtime"])

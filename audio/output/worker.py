@@ -86,7 +86,8 @@ def main() -> None:
     try:
         sink = DeviceSink(start_frame=start_frame, counters=counters, **opts)
     except (DeviceError, ValueError) as e:
-        send(("opened", str(e), {}))
+        why = e if isinstance(e, DeviceError) else DeviceError(str(e))
+        send(("opened", str(e), {"code": why.code, "params": why.params}))
         return
     sink.set_listener(events.put)  # called on the audio thread: only hands the event on
 
