@@ -260,7 +260,7 @@
   /** The channel's matches, newest first, each with its CSV (who held included). */
   async function loadHistory() {
     try {
-      historyRows = await Y.api("GET", chPath("/matches?limit=20"), { token });
+      historyRows = await Y.api("GET", chPath("/matches?limit=20&started=true"), { token });
     } catch (_e) {
       return; // shown again at the next change
     }
