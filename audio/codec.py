@@ -8,8 +8,9 @@ must be one a recording comes in (`CONTAINERS`); the file is opened here and han
 as an open file, with that one demuxer forced and no way to open anything else (no protocol, a
 refusing `io_open`, no MP4 external references), so a playlist, a concat list or an SDP, which
 name other files or addresses, is refused before anything is read. Only the first audio stream
-is decoded, frame by frame, and decoding stops past a length limit, so memory stays bounded
-whatever a file claims (30 minutes of silence fit in 27 KB of FLAC).
+is decoded, frame by frame (a damaged packet skipped, as the ffmpeg program does), and decoding
+stops past a length limit, so memory stays bounded whatever a file claims (30 minutes of
+silence fit in 27 KB of FLAC).
 
 Encoding writes wav with the `wave` module, flac, mp3 (LAME, 192 kbit/s) and ogg (Vorbis) with
 PyAV, and the speakers' clips as Ogg Opus with exact pre-skip and length (`encode_opus`).
@@ -133,8 +134,9 @@ def _decode_mono(fh: BinaryIO, kind: str | None, path: Path, max_s: float) -> tu
         # packed float32 at the source's own rate and channels: the average is ours
         to_float = av.AudioResampler(format="flt")
         chunks: list[Pcm] = []
+        skipped: list[av.FFmpegError] = []
         frames, src_rate, limit = 0, 0, 0
-        for frame in _frames(c.decode(stream), to_float):
+        for frame in _as_float(_decoded(c, stream, skipped), to_float):
             if not src_rate:
                 src_rate = frame.sample_rate
                 channels = frame.layout.nb_channels
@@ -147,11 +149,35 @@ def _decode_mono(fh: BinaryIO, kind: str | None, path: Path, max_s: float) -> tu
             if frames > limit:
                 raise AudioTooLong(path, max_s)
             chunks.append(as_pcm(x[:, 0] if channels == 1 else x.mean(axis=1, dtype=np.float64)))
+    if not chunks and skipped:
+        raise CodecError(f"{path}: cannot decode audio ({_why(skipped[0])})")
     return (np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)), src_rate
 
 
-def _frames(decoded: Iterator[av.AudioFrame],
-            to_float: av.AudioResampler) -> Iterator[av.AudioFrame]:
+def _decoded(c: av.container.InputContainer, stream: av.audio.stream.AudioStream,
+             skipped: list[av.FFmpegError]) -> Iterator[av.AudioFrame]:
+    """The stream's frames as the ffmpeg program decodes them: a packet that does not decode
+    is skipped and a read error ends the stream, keeping what came before (a recording with a
+    damaged frame still reads, as it plays elsewhere); `skipped` gets the errors."""
+    decoder, packets = stream.codec_context, c.demux(stream)
+    while True:
+        try:
+            packet: av.Packet[av.audio.stream.AudioStream] | None = next(packets)
+        except StopIteration:  # after an empty packet, which flushed the decoder
+            return
+        except av.FFmpegError as e:  # a read error: the end, with what the decoder holds
+            skipped.append(e)
+            packet = None
+        try:
+            yield from decoder.decode(packet)
+        except av.FFmpegError as e:
+            skipped.append(e)
+        if packet is None:
+            return
+
+
+def _as_float(decoded: Iterator[av.AudioFrame],
+              to_float: av.AudioResampler) -> Iterator[av.AudioFrame]:
     for frame in decoded:
         yield from to_float.resample(frame)
     yield from to_float.resample(None)

@@ -173,6 +173,20 @@ def test_the_format_is_read_from_the_content_not_the_name(tmp_path: Path) -> Non
         assert loudness_lufs(y, 48000) == pytest.approx(loudness_lufs(x, 48000), abs=0.5), name
 
 
+def test_a_damaged_frame_does_not_lose_the_file(tmp_path: Path) -> None:
+    # as the ffmpeg program (and any player) does: a packet that does not decode is skipped, a
+    # read error ends the audio; a take with one bad frame still reads
+    x = tone(2.0, 48000, amp=0.4)
+    files = made(tmp_path, x)
+    rng = np.random.default_rng(1)
+    for name in ("aac", "m4a", "mp3", "flac"):
+        data = bytearray(files[name].read_bytes())
+        for k in rng.integers(len(data) // 4, len(data) // 2, 8):  # frames, not an index
+            data[k] = int(rng.integers(0, 256))
+        files[name].write_bytes(bytes(data))
+        assert decode(files[name], 48000).size > 0.4 * x.size, name
+
+
 def test_no_program_is_needed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # a laptop without ffmpeg: every container decodes, every format encodes, clips for the
     # speakers too, with nothing on the PATH
