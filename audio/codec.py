@@ -16,20 +16,26 @@ Encoding writes wav with the `wave` module, flac, mp3 (LAME, 192 kbit/s) and ogg
 PyAV, and the speakers' clips as Ogg Opus with exact pre-skip and length (`encode_opus`).
 """
 
+from __future__ import annotations
+
 import io
 import math
 import wave
 from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, BinaryIO, Final, NoReturn
+from typing import TYPE_CHECKING, Any, BinaryIO, Final, NoReturn
 
-import av
 import numpy as np
 import numpy.typing as npt
 
 from audio.errors import CodecError
 from audio.pcm import Pcm, as_pcm, resample
+
+if TYPE_CHECKING:
+    # PyAV is imported where it is used: its 0.1 s of CPU is not paid at start-up by a hall
+    # that never decodes or encodes
+    import av
 
 # The formats `encode` writes, each but wav through PyAV: (muxer, encoder, channels, bit rate,
 # encoder options). Vorbis is FFmpeg's own encoder (PyAV's wheel has no libvorbis), which FFmpeg
@@ -105,6 +111,8 @@ def decode(path: Path, rate: int, *, max_s: float = MAX_DECODE_S) -> Pcm:
     AudioTooLong if it lasts more than `max_s` seconds: no more than that is ever decoded or
     held. CodecError (naming the file) if it is not one of CONTAINERS or does not decode.
     """
+    import av
+
     try:
         kind = container(path)
         with path.open("rb") as fh:
@@ -123,6 +131,8 @@ def decode(path: Path, rate: int, *, max_s: float = MAX_DECODE_S) -> Pcm:
 def _decode_mono(fh: BinaryIO, kind: str | None, path: Path, max_s: float) -> tuple[Pcm, int]:
     """The first audio stream of open file `fh`, averaged to mono as it is decoded, with its
     rate; AudioTooLong past `max_s`."""
+    import av
+
     if kind is None:
         raise CodecError(f"{path}: cannot decode audio: its content is not "
                          f"{', '.join(CONTAINERS[:-1])} or {CONTAINERS[-1]}")
@@ -159,6 +169,8 @@ def _decoded(c: av.container.InputContainer, stream: av.audio.stream.AudioStream
     """The stream's frames as the ffmpeg program decodes them: a packet that does not decode
     is skipped and a read error ends the stream, keeping what came before (a recording with a
     damaged frame still reads, as it plays elsewhere); `skipped` gets the errors."""
+    import av
+
     decoder, packets = stream.codec_context, c.demux(stream)
     while True:
         try:
@@ -193,6 +205,8 @@ def encode(pcm: npt.NDArray[np.floating | np.integer], rate: int, path: Path, fm
 
     Float input outside [-1, 1] is refused rather than clipped: the caller's gain is wrong.
     """
+    import av
+
     if fmt not in ENCODINGS:
         raise CodecError(f"{path}: cannot encode {fmt!r}; choose one of {', '.join(ENCODINGS)}")
     data = _to_int16(pcm, path)
@@ -225,6 +239,8 @@ def encode_opus(pcm: npt.NDArray[np.floating | np.integer], rate: int,
     the final granule, given frames timed in samples from 0 (as here). A rate libopus does
     not take (it takes 8, 12, 16, 24 and 48 kHz) is resampled to 48 kHz first.
     """
+    import av
+
     where = Path("<opus>")
     data = _to_int16(pcm, where)
     if rate not in _OPUS_RATES:
@@ -244,6 +260,8 @@ def _encode(out: BinaryIO, muxer: str, encoder: str, data: npt.NDArray[np.int16]
             channels: int, bit_rate: int | None, options: dict[str, str]) -> None:
     """Mono int16 `data`, in each of `channels`, through `encoder` into a `muxer` stream
     written to `out`."""
+    import av
+
     layout = "mono" if channels == 1 else "stereo"
     with av.open(out, "w", format=muxer) as c:
         stream: Any = c.add_stream(encoder, rate=rate, layout=layout, options=options)
@@ -302,6 +320,6 @@ def _to_int16(pcm: npt.NDArray[np.floating | np.integer], path: Path) -> npt.NDA
 def _why(e: BaseException) -> str:
     """What went wrong, in one line: FFmpeg's own words where it has them (PyAV's errors add
     the file's name, which every message here already starts with)."""
-    text = (e.strerror if isinstance(e, av.FFmpegError | OSError) else None) or str(e)
+    text = getattr(e, "strerror", None) or str(e)  # FFmpeg's errors are OSError's kin
     text = text.strip()
     return text.splitlines()[0] if text else type(e).__name__
