@@ -137,6 +137,10 @@ def _decode_mono(fh: BinaryIO, kind: str | None, path: Path, max_s: float) -> tu
         raise CodecError(f"{path}: cannot decode audio: its content is not "
                          f"{', '.join(CONTAINERS[:-1])} or {CONTAINERS[-1]}")
     demuxer, options = _DEMUXERS[kind]
+    # Three locks on one door: a demuxer that reads no other file, any file it would open
+    # asked of `_refuse_to_open`, and no protocol allowed to a context a demuxer makes of its
+    # own (FFmpeg's concat does, without our opener: its contexts inherit only the lists).
+    options = {**options, "protocol_whitelist": "none"}
     with av.open(fh, "r", format=demuxer, options=options, io_open=_refuse_to_open) as c:
         if not c.streams.audio:
             raise CodecError(f"{path}: the file holds no audio")
