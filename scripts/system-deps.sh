@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Install the Debian packages yomite needs, only those missing.
-#   scripts/system-deps.sh run    # what `make run` needs (PortAudio, PulseAudio client, espeak-ng, ffmpeg)
+#   scripts/system-deps.sh run    # what `make run` needs (PortAudio, PulseAudio client, espeak-ng;
+#                                 # no ffmpeg: audio files go through PyAV's own FFmpeg libraries)
 #   scripts/system-deps.sh test   # plus what the tests need (PulseAudio server, Chromium, CJK fonts,
 #                                 # the rubberband program: the tempo's fallback where pylibrb
-#                                 # has no wheel, checked against the library)
+#                                 # has no wheel, checked against the library; the ffmpeg program:
+#                                 # an encoder and decoder independent of PyAV, which makes the
+#                                 # tests' files of every container and checks the Opus lengths)
 # As root it calls apt-get; otherwise sudo if available; otherwise it prints the command to run.
 set -euo pipefail
-want=(libportaudio2 libasound2-plugins pulseaudio-utils espeak-ng ffmpeg)
+want=(libportaudio2 libasound2-plugins pulseaudio-utils espeak-ng)
 if [ "${1:-run}" = test ]; then
-    want+=(pulseaudio chromium fonts-noto-cjk rubberband-cli)
+    want+=(pulseaudio chromium fonts-noto-cjk rubberband-cli ffmpeg)
 fi
 missing=()
 for p in "${want[@]}"; do

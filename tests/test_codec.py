@@ -7,7 +7,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from audio.codec import AudioTooLong, decode, encode, read_wav, write_wav
+from audio.codec import (
+    ENCODINGS,
+    AudioTooLong,
+    decode,
+    encode,
+    encode_opus,
+    read_wav,
+    write_wav,
+)
 from audio.errors import CodecError
 from audio.pcm import loudness_lufs
 
@@ -16,20 +24,23 @@ from .voice_fakes import tone
 AUDIO = Path(__file__).resolve().parent.parent / "audio"
 
 
-def test_only_codec_imports_pydub() -> None:
+def test_only_codec_imports_pyav() -> None:
+    # FFmpeg's libraries come in through one module, as sounddevice does (audio/output)
     importers = []
-    for path in sorted(AUDIO.glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
-            names = (
-                [a.name for a in node.names] if isinstance(node, ast.Import)
-                else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            )
-            if any(n == "pydub" or n.startswith("pydub.") for n in names):
-                importers.append(path.name)
-    assert sorted(set(importers)) == ["codec.py"]
+    root = AUDIO.parent
+    for package in ("reader", "audio", "api", "hall", "desk", "yomite"):
+        for path in sorted((root / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+                names = (
+                    [a.name for a in node.names] if isinstance(node, ast.Import)
+                    else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                )
+                if any(n == "av" or n.startswith("av.") for n in names):
+                    importers.append(path.relative_to(root).as_posix())
+    assert sorted(set(importers)) == ["audio/codec.py"]
 
 
-def test_wav_round_trip_without_pydub(tmp_path: Path) -> None:
+def test_wav_round_trip_by_the_wave_module(tmp_path: Path) -> None:
     x = tone(0.25, 22050)
     y, rate = read_wav(write_wav(tmp_path / "t.wav", x, 22050))
     assert rate == 22050
@@ -129,27 +140,108 @@ def test_decode_stops_at_the_length_limit(tmp_path: Path) -> None:
     assert decode(silence(tmp_path / "five.flac", 5), 48000, max_s=5).size == 5 * 48000
 
 
+# Files of every container `decode` reads, made by the ffmpeg program (an encoder independent of
+# the PyAV that decodes them): the ffmpeg options for each
+MADE = {
+    "flac": ["-c:a", "flac", "-f", "flac"],
+    "ogg": ["-c:a", "libvorbis", "-f", "ogg"],
+    "opus": ["-c:a", "libopus", "-f", "ogg"],
+    "webm": ["-c:a", "libopus", "-f", "webm"],
+    "m4a": ["-c:a", "aac", "-f", "mp4"],
+    "mp3": ["-c:a", "libmp3lame", "-f", "mp3"],
+    "mp3-no-tag": ["-c:a", "libmp3lame", "-id3v2_version", "0", "-write_xing", "0", "-f", "mp3"],
+    "aac": ["-c:a", "aac", "-f", "adts"],
+    "wav-float": ["-c:a", "pcm_f32le", "-f", "wav"],
+    "wav-stereo": ["-af", "pan=stereo|c0=c0|c1=c0", "-f", "wav"],
+}
+
+
+def made(tmp_path: Path, x: np.ndarray) -> dict[str, Path]:
+    src = write_wav(tmp_path / "src.wav", x, 48000)
+    files = {}
+    for name, opts in MADE.items():
+        files[name] = tmp_path / f"{name}.bin"  # a name that says nothing
+        ffmpeg("-i", str(src), *opts, str(files[name]))
+    return files
+
+
 def test_the_format_is_read_from_the_content_not_the_name(tmp_path: Path) -> None:
     x = tone(1.0, 48000, amp=0.4)
-    src = write_wav(tmp_path / "src.wav", x, 48000)
-    made = {
-        "flac": ["-c:a", "flac", "-f", "flac"],
-        "ogg": ["-c:a", "libvorbis", "-f", "ogg"],
-        "opus": ["-c:a", "libopus", "-f", "ogg"],
-        "webm": ["-c:a", "libopus", "-f", "webm"],
-        "m4a": ["-c:a", "aac", "-f", "mp4"],
-        "mp3": ["-c:a", "libmp3lame", "-f", "mp3"],
-        "mp3-no-tag": ["-c:a", "libmp3lame", "-id3v2_version", "0", "-write_xing", "0",
-                       "-f", "mp3"],
-        "aac": ["-c:a", "aac", "-f", "adts"],
-        "wav-float": ["-c:a", "pcm_f32le", "-f", "wav"],
-    }
-    for name, opts in made.items():
-        path = tmp_path / f"{name}.bin"  # a name that says nothing
-        ffmpeg("-i", str(src), *opts, str(path))
+    for name, path in made(tmp_path, x).items():
         y = decode(path, 48000, max_s=5)
         assert abs(y.size - x.size) < 0.1 * 48000, name
         assert loudness_lufs(y, 48000) == pytest.approx(loudness_lufs(x, 48000), abs=0.5), name
+
+
+def test_a_damaged_frame_does_not_lose_the_file(tmp_path: Path) -> None:
+    # as the ffmpeg program (and any player) does: a packet that does not decode is skipped, a
+    # read error ends the audio; a take with one bad frame still reads
+    x = tone(2.0, 48000, amp=0.4)
+    files = made(tmp_path, x)
+    rng = np.random.default_rng(1)
+    for name in ("aac", "m4a", "mp3", "flac"):
+        data = bytearray(files[name].read_bytes())
+        for k in rng.integers(len(data) // 4, len(data) // 2, 8):  # frames, not an index
+            data[k] = int(rng.integers(0, 256))
+        files[name].write_bytes(bytes(data))
+        assert decode(files[name], 48000).size > 0.4 * x.size, name
+
+
+def test_no_program_is_needed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a laptop without ffmpeg: every container decodes, every format encodes, clips for the
+    # speakers too, with nothing on the PATH
+    x = tone(1.0, 48000, amp=0.4)
+    files = made(tmp_path, x)
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    for name, path in files.items():
+        y = decode(path, 48000, max_s=5)
+        assert abs(y.size - x.size) < 0.1 * 48000, name
+    for fmt in ENCODINGS:
+        y = decode(encode(x, 48000, tmp_path / f"out.{fmt}", fmt), 48000)
+        assert abs(y.size - x.size) < 0.1 * 48000, fmt
+        assert loudness_lufs(y, 48000) == pytest.approx(loudness_lufs(x, 48000), abs=0.5), fmt
+    clip = tmp_path / "clip.ogg"
+    clip.write_bytes(encode_opus(x, 48000))
+    assert decode(clip, 48000).size == x.size
+
+
+def reference_length(path: Path) -> int:
+    """The frames the ffmpeg program decodes from `path` at 48 kHz (a decoder not ours)."""
+    out = subprocess.run(["ffmpeg", "-v", "error", "-nostdin", "-i", str(path), "-f", "f32le",
+                          "-ac", "1", "-ar", "48000", "pipe:1"],
+                         check=True, capture_output=True, timeout=120).stdout
+    return len(out) // 4
+
+
+@pytest.mark.parametrize("frames", [1, 959, 960, 961, 12_345, 48_000, 7 * 48_000 + 17])
+def test_opus_clips_decode_to_their_exact_length(tmp_path: Path, frames: int) -> None:
+    # the speaker pages schedule clips to the sample: the stream's pre-skip and last granule
+    # must give back exactly the clip, starting on its first sample
+    rng = np.random.default_rng(frames)
+    x = (rng.standard_normal(frames) * 0.1).astype(np.float32)
+    clip = tmp_path / "clip.ogg"
+    clip.write_bytes(encode_opus(x, 48000))
+    assert clip.read_bytes()[28:36] == b"OpusHead"
+    assert reference_length(clip) == frames
+    y = decode(clip, 48000)
+    assert y.size == frames
+    if frames >= 12_345:  # long enough to find it: the clip is not shifted
+        lags = np.arange(-400, 401)
+        corr = [float(np.dot(x[400:-400], y[400 + k:frames - 400 + k])) for k in lags]
+        assert lags[int(np.argmax(corr))] == 0
+
+
+@pytest.mark.parametrize(("rate", "frames"), [(24_000, 24_001), (44_100, 44_100 + 333)])
+def test_opus_clips_at_other_rates(tmp_path: Path, rate: int, frames: int) -> None:
+    # 24 kHz is one of Opus's own rates; 44.1 kHz is resampled to 48 kHz first
+    x = tone(frames / rate, rate, amp=0.4)
+    clip = tmp_path / "clip.ogg"
+    clip.write_bytes(encode_opus(x, rate))
+    assert decode(clip, rate).size == x.size
+    assert loudness_lufs(decode(clip, rate), rate) == pytest.approx(
+        loudness_lufs(x, rate), abs=0.5)
 
 
 @pytest.mark.parametrize(("name", "text"), [

@@ -55,7 +55,7 @@ class FileSink(ClockedSink):
     def write(self, path: str | Path, format: str | None = None) -> Path:
         """Render everything scheduled (`finish`) and save it as 16-bit mono; the format comes
         from the suffix unless given: WAV through the stdlib `wave`, FLAC, MP3 or Ogg through
-        `audio.codec` (ffmpeg). Every format gets the same samples: `to_int16` of the mix."""
+        `audio.codec` (PyAV). Every format gets the same samples: `to_int16` of the mix."""
         p = Path(path)
         fmt = (format or p.suffix.lstrip(".") or "wav").lower()
         if fmt not in _FORMATS:
@@ -70,7 +70,7 @@ class FileSink(ClockedSink):
                 w.setframerate(self.rate)
                 w.writeframes(samples.tobytes())
             return p
-        from audio import codec  # the only pydub importer: loaded only when a codec is needed
+        from audio import codec  # the only PyAV importer: loaded only when a codec is needed
 
         return codec.encode(samples, self.rate, p, fmt)
 
