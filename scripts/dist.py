@@ -30,7 +30,18 @@ def _hook(src: Path, hook: str, out: Path) -> Path:
     return out / r.stdout.strip().splitlines()[-1]
 
 
+def _check_setuptools() -> None:
+    """bdist_wheel is part of setuptools from 70.1 (before, the `wheel` package supplied it)."""
+    from importlib import metadata, util
+
+    version = tuple(int(p) for p in metadata.version("setuptools").split(".")[:2])
+    if version < (70, 1) and util.find_spec("wheel") is None:
+        raise SystemExit(f"setuptools {metadata.version('setuptools')} cannot build a wheel: "
+                         "70.1 or later is needed (make setup-test, or pip install -e '.[dev]')")
+
+
 def build(out: Path) -> tuple[Path, Path]:
+    _check_setuptools()
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="yomite-dist-") as tmp:
         work = Path(tmp)

@@ -78,7 +78,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
                                capture_output=True, text=True).stdout.strip())
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
                     "--no-deps", "--no-index", str(wheel)], check=True, env=env, timeout=300)
-    (site / "suite-dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n", "utf-8")
+    deps = dict.fromkeys(sysconfig.get_path(k) for k in ("purelib", "platlib"))
+    (site / "suite-dependencies.pth").write_text("".join(f"{d}\n" for d in deps), "utf-8")
     bare = tmp / "bare-path"  # a PATH with no program on it
     bare.mkdir()
     env["PATH"] = str(bare)
