@@ -9,7 +9,7 @@ ARGS   ?=
 # packages may shadow them: true of any checkout, and nothing to act on
 PIP := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip
 
-.PHONY: run test setup setup-test lint bench clean screenshots
+.PHONY: run test setup setup-test lint bench clean screenshots dist
 
 run: setup
 	$(BIN)/yomite $(ARGS)
@@ -49,6 +49,12 @@ screenshots: setup-test
 		$(BIN)/pytest tests/test_pages.py tests/test_record_page.py tests/test_classroom_pages.py \
 		tests/test_speaker_pages.py tests/test_desk_pages.py $(ARGS)
 
+# the wheel and the sdist into dist/ (scripts/dist.py: with the setuptools of the test tools,
+# no download); what a laptop installs: README "On your own laptop"
+dist: setup-test
+	rm -rf dist
+	$(BIN)/python scripts/dist.py dist
+
 lint: setup-test
 	$(BIN)/ruff check reader audio api hall yomite desk tests bench
 	$(BIN)/mypy
@@ -58,4 +64,4 @@ bench: setup-test
 	. $${YH_RUN:-/tmp/yomite-audio}/env.sh && for b in bench/*.py; do $(BIN)/python $$b; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) dist .pytest_cache .mypy_cache .ruff_cache

@@ -27,10 +27,14 @@ def free_port() -> int:
 
 class Server:
     def __init__(self, tmp: Path, config: dict[str, Any], token: str,
-                 host: str = "127.0.0.1", deck_key: bytes | None = None) -> None:
+                 host: str = "127.0.0.1", deck_key: bytes | None = None,
+                 yomite: Path = YOMITE, env: dict[str, str] | None = None) -> None:
         """`deck_key`: the server's key of the reading orders, given (written where the
         server keeps it) so that a test may know the order a seed gives:
-        `Deck.build(colors=..., seed=..., key=deck_key)`."""
+        `Deck.build(colors=..., seed=..., key=deck_key)`. `yomite` and `env`: another
+        installation's command and its environment (tests/test_wheel.py)."""
+        self.yomite = yomite
+        self.env = env
         self.tmp = tmp
         self.host = host
         self.port = free_port()
@@ -54,12 +58,13 @@ class Server:
         """`preexec_fn` runs in the child before yomite (e.g. a file size limit); `piped`
         sends its output through a pipe (copied to the log by a thread), so that a limit on
         the files the server may write does not apply to its log."""
-        args = [str(YOMITE), "--config", str(self.config_path), "serve", "--host",
+        args = [str(self.yomite), "--config", str(self.config_path), "serve", "--host",
                 self.host, "--port", str(self.port)]
         with open(self.log_path, "ab") as log:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(
                 args, stdout=subprocess.PIPE if piped else log, stderr=subprocess.STDOUT,
-                cwd=self.tmp, env=os.environ.copy(), preexec_fn=preexec_fn,
+                cwd=self.tmp, env=self.env if self.env is not None else os.environ.copy(),
+                preexec_fn=preexec_fn,
             )
         if piped:
             threading.Thread(target=self._copy_output, args=(self.proc,), daemon=True).start()

@@ -11,6 +11,7 @@ and paste its output here.
 
 WEIGHTS_S: dict[str, int] = {
     "test_clip_keys.py": 18,  # measured alone (four Open JTalk voices built)
+    "test_wheel.py": 30,  # measured alone (the wheel built, installed, rendered, served)
     "test_recovery.py": 132,
     "test_fuzz.py": 103,
     "test_pages.py": 92,
