@@ -15,10 +15,11 @@ The search for a round is exact (branch and bound) within its budget. It looks a
 remaining preliminary rounds: among the pairings of this round as good as the best in the
 most times met, it takes one after which the remaining rounds can still be paired, each as
 good as the best in the most times met in its turn, with no pair meeting more than `K` times,
-`K` the least found (`K` = 1: no rematch at all); at that `K`, with the 3-player counts
-ending within one of each other first, then without; this round as good as the best in
-times met, 3-player and club costs first, then in times met and 3-player costs, then in times
-met, then any. The last round looks ahead over no round, for its own 3-player match.
+`K` the least found (`K` = 1: no rematch at all); at that `K`, one after which the 3-player
+counts can end within one of each other where there is one, then any; of those, the least in
+times met, then 3-player, then club cost (a branch and bound too, not a cost measured against
+the round's best without the look-ahead: the best may be one the look-ahead refuses). The
+last round looks ahead over no round, for its own 3-player match.
 
 Pure: the order of equal choices comes from a seeded generator, so the same history and seed
 give the same pairing.
@@ -31,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .errors import Invalid
-from .pairsearch import Cost, Fair, OutOfBudget, Search, State, fair_bounds
+from .pairsearch import Cost, Fair, Search, State, fair_bounds, part
 
 # Search nodes one pairing may visit: the exact search, then each level of the look-ahead (a
 # value of `K`, with or without the even spread of the 3-player matches). A block of 10
@@ -76,16 +77,8 @@ class Pairing:
 
 
 def _cost(groups: Sequence[tuple[int, ...]], st: State, club: list[int]) -> Cost:
-    m = r = c = t = 0
-    for g in groups:
-        for i, x in enumerate(g):
-            for y in g[i + 1:]:
-                m = max(m, st.met[x][y])
-                r += st.met[x][y]
-                c += (club[x] >> y) & 1
-        if len(g) == 3:
-            t += sum(st.tri[x] ** 2 for x in g)
-    return (m, r, t, c)
+    most = max((st.met[x][y] for g in groups for x in g for y in g if x != y), default=0)
+    return (most, *part(groups, st, club))
 
 
 def pair_round(entrants: Sequence[Entrant], history: Sequence[Sequence[int]],
@@ -145,41 +138,32 @@ def _look_ahead(st: State, club: list[int], everyone: int, best: Cost, later: in
                 seed: int, budget: int) -> tuple[list[tuple[int, ...]], int] | None:
     """A round as good as `best` for rule 1 (the most times met) after which the `later`
     rounds can be paired with no pair meeting more than `K` times, for the least `K`; at that
-    `K`, with evenly spread 3-player matches first, then without; this round as good as `best`
-    in times met, 3-player and club costs first, then in times met and 3-player costs, then in
-    times met, then any."""
+    `K`, one after which the 3-player counts can end within one of each other where there is
+    one; of those, the least in times met, then 3-player, then club cost."""
     left = budget * LOOK_LEVELS
     most_now = max((max(row) for row in st.met), default=0)
     fair_now = fair_bounds(st.tri, later + 1)
 
-    def find(cap: int, limit: tuple[int, int, int] | None, fair: Fair | None, share: int
-             ) -> list[tuple[int, ...]] | None:
+    def least(cap: int, fair: Fair | None) -> list[tuple[int, ...]] | None:
         nonlocal left
-        look = Search(club, random.Random(seed + cap), [min(share, left)])
-        try:
-            for candidate in look.rounds_within(everyone, st, best[0] + 1, limit, fair):
-                if look.extends(everyone, st.after(candidate), later, cap, fair):
-                    return candidate
-        except OutOfBudget:
-            pass
-        finally:
-            left -= min(share, left) - max(look.budget[0], 0)
-        return None
+        share = min(budget, left)
+        look = Search(club, random.Random(seed + cap), [share])
+        seats = fair.seats(st.tri, later + 1, cap) if fair is not None else None
+        found = look.least_within(
+            everyone, st, best[0] + 1, seats, best[1:],
+            lambda groups: look.extends(everyone, st.after(groups), later, cap, fair))
+        left -= share - max(look.budget[0], 0)
+        return found
 
     for cap in range(best[0] + 1, max(best[0], most_now) + later + 2):
         if left <= 0:
             return None
-        # is there a schedule at this K at all? Then the preferred ones at this K
-        anyone = find(cap, None, None, budget)
+        anyone = least(cap, None)
         if anyone is None:
-            continue
-        for fair in ((fair_now, None) if fair_now is not None else (None,)):
-            for limit in ((best[1], best[2], best[3]), (best[1], best[2], 1 << 30),
-                          (best[1], 1 << 30, 1 << 30), None):
-                if fair is None and limit is None:
-                    return anyone, cap
-                found = find(cap, limit, fair, budget // 4)
-                if found is not None:
-                    return found, cap
+            continue  # no schedule at this K (or none found within the budget)
+        if fair_now is not None and left > 0:
+            fair = least(cap, fair_now)
+            if fair is not None:
+                return fair, cap
         return anyone, cap
     return None
