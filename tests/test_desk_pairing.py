@@ -195,6 +195,8 @@ def test_whole_preliminaries_of_an_even_block_have_no_rematch(n, rounds, seed, d
 
 @settings(max_examples=8, deadline=None)
 @given(st.sampled_from([11, 13, 15]), st.integers(0, 2 ** 20))
+# the fair look-ahead ran out of its budget here and ended with a spread of 2
+@example(n=15, seed=621575)
 def test_six_rounds_of_an_odd_block_have_no_rematch_and_one_triple_each(n, seed):
     history = play_schedule(n, 6, seed, [f"c{i % 4}" for i in range(n)])
     check_no_rematch(history)
