@@ -145,3 +145,64 @@ def test_a_flag_and_a_step_out_of_order_are_said_in_japanese(server, browser):
     assert errors == []
     page.context.close()
     d.close()
+
+
+def test_the_api_gives_each_error_its_code_and_figures(server):
+    d = drawn(server, "api")
+    csv = {**server.op, "Content-Type": "text/csv"}
+
+    def refused(method: str, path: str, status: int, **kw: object) -> dict[str, object]:
+        r = d.c.request(method, path, headers=kw.pop("headers", server.op), **kw)  # type: ignore[arg-type]
+        assert r.status_code == status, (path, r.status_code, r.text)
+        return r.json()
+
+    body = refused("POST", d.t("/entries.csv"), 422, headers=csv,
+                   content=("氏名,ブロック\n田中,A\n" + "あ" * 41 + ",A\n佐藤,A!\n").encode())
+    assert (body["error"], body["params"]) == ("csv_bad_line", {
+        "line": 3, "column": "name", "reason": "too_long", "length": 41, "limit": 40,
+        "count": 2})
+    assert "line 3" in body["detail"] and "line 4" in body["detail"]
+    body = refused("POST", d.t("/entries.csv"), 422, headers=csv, content=b"name\n\x81 A\n")
+    assert body["error"] == "csv_encoding"
+    body = refused("POST", d.t("/entries.csv"), 422, headers=csv, content="who,club\na,b\n")
+    assert (body["error"], body["params"]) == ("csv_no_name_column", {"found": "who, club"})
+    body = refused("POST", d.t("/entries"), 422,
+                   json={"players": [{"name": "\u3000 ", "block": "A"}], "late": True})
+    assert (body["error"], body["params"]) == (
+        "bad_entry", {"column": "name", "reason": "empty"})
+
+    blocks = {b["name"]: b for b in d.view()["blocks"]}
+    pin = d.call("GET", "/api/channels/a/pin")["pin"]
+    one = d.call("POST", "/api/channels/a/referees", headers={},
+                 json={"pin": pin, "name": "審判 一郎"})["referee"]
+    two = d.call("POST", "/api/channels/a/referees", headers={},
+                 json={"pin": pin, "name": "審判 二郎"})["referee"]
+    b_mat = blocks["B"]["mats"][0]
+    body = refused("PUT", d.t(f"/referees/{one}"), 422, json={"mats": [b_mat]})
+    assert (body["error"], body["params"]) == ("mat_other_channel", {
+        "mat": b_mat, "block": "B", "channel": "b", "joined": "a"})
+    body = refused("PUT", d.t(f"/referees/{one}"), 422, json={"mats": [99]})
+    assert body["error"] == "mat_no_block" and body["params"]["mat"] == 99
+    d.call("PUT", d.t(f"/referees/{one}"), json={"mats": [1]})
+    body = refused("PUT", d.t(f"/referees/{two}"), 409, json={"mats": [1]})
+    assert (body["error"], body["params"]) == ("mat_taken", {"mat": 1, "referee": "審判 一郎"})
+
+    # a step out of order keeps its code, and says why with the figures
+    d.call("POST", d.t("/rounds"), json={})
+    d.call("POST", d.t("/rounds/1/start"), json={})
+    body = refused("POST", d.t("/rounds"), 409, json={"blocks": ["A"]})
+    mats = len(d.view()["rounds"][0]["matches"])
+    assert body["error"] == "out_of_order" and body["params"] == {
+        "why": "round_not_complete", "block": "A", "round": 1, "missing": mats,
+        "problems": mats}
+    d.close()
+
+
+def test_a_flag_carries_the_players_name_and_number(server):
+    d = drawn(server, "flags")
+    d.call("POST", d.t("/rounds"), json={})
+    p = d.view()["rounds"][0]["matches"][0]["players"][0]
+    d.call("PATCH", d.t(f"/players/{p['no']}"), json={"withdrawn": True})
+    f = next(f for f in d.view()["flags"] if f["code"] == "withdrawn_paired")
+    assert f["params"] == {"player": p["no"], "name": p["name"]}
+    d.close()
