@@ -22,9 +22,9 @@ def assign_referee(t: Tournament, referee: str, name: str, channel: str,
     for mat in mine:
         owner = ranges.get(mat)
         if owner is None:
-            mats = ", ".join(f"{b} {lo}-{hi}" for b, (lo, hi) in _block_ranges(t).items())
-            raise Invalid(f"mat {mat} is no block's", "mats: " + mats, code="mat_no_block",
-                          params={"mat": mat, "mats": mats})
+            known = ", ".join(f"{b} {lo}-{hi}" for b, (lo, hi) in _block_ranges(t).items())
+            raise Invalid(f"mat {mat} is no block's", "mats: " + known, code="mat_no_block",
+                          params={"mat": mat, "mats": known})
         b = t.block(owner)
         if b is not None and b.channel is not None and b.channel != channel:
             raise Invalid(f"mat {mat} is block {owner}'s, read on channel {b.channel}, but "
