@@ -50,14 +50,15 @@ def test_every_reason_a_step_or_a_line_or_a_flag_gives_has_words_in_both_languag
     whys: set[str] = set()
     reasons: set[str] = set()
     flags: set[str] = set()
-    for f in [*(ROOT / "desk").rglob("*.py"), *(ROOT / "api" / "desk").rglob("*.py")]:
+    for f in [*(ROOT / "desk").rglob("*.py"), *(ROOT / "api" / "desk").rglob("*.py"),
+              *(ROOT / "hall").glob("desk*.py")]:
         text = f.read_text("utf-8")
         whys |= set(re.findall(r'"why":\s*"([a-z_]+)"', text))
         reasons |= set(re.findall(r'raise BadField\(.*?,\s*"?\w+"?,\s*"([a-z_]+)"\s*[,)]',
                               text, re.S))
         flags |= set(re.findall(r'flag\("(?:error|warning)",\s*"([a-z_]+)"', text))
         flags |= set(re.findall(r'Flag\("(?:error|warning)",\s*"([a-z_]+)"', text))
-    assert {"round_not_complete", "missed_round", "mat_in_use"} <= whys, whys
+    assert {"round_not_complete", "missed_round", "mat_in_use", "channel_busy"} <= whys, whys
     assert {"empty", "too_long", "bad_block"} <= reasons, reasons
     assert {"withdrawn_paired", "not_paired", "no_channel", "too_many_cards"} <= flags, flags
     for lang in ("ja", "en"):
