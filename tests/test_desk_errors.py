@@ -52,9 +52,19 @@ def toast(page: Page, having: str = "") -> str:
     return box.inner_text()
 
 
-def drawn(server: Server, tid: str, players: int = 12) -> Desk:
+@pytest.fixture
+def desks(server) -> Iterator[list[Desk]]:
+    """The tests' API clients, closed however the test ends."""
+    made: list[Desk] = []
+    yield made
+    for d in made:
+        d.close()
+
+
+def drawn(server: Server, tid: str, desks: list[Desk], players: int = 12) -> Desk:
     """A tournament of `players` in two blocks (A read on channel a, B on b)."""
     d = Desk(server.base, server.op, tid)
+    desks.append(d)
     d.call("POST", "/api/tournaments", json={"id": tid, "name": tid, "cards": 1})
     d.call("POST", d.t("/entries.csv"), content=entries_csv(players),
            headers={**server.op, "Content-Type": "text/csv"})
@@ -63,8 +73,9 @@ def drawn(server: Server, tid: str, players: int = 12) -> Desk:
 
 
 def test_a_bad_csv_names_its_line_and_reason_in_japanese_and_the_file_stays(
-        server, browser, tmp_path):
+        server, browser, tmp_path, desks):
     d = Desk(server.base, server.op, "csv")
+    desks.append(d)
     d.call("POST", "/api/tournaments", json={"id": "csv", "name": "csv"})
     errors: list[str] = []
     page = desk_page(browser, server, "csv", errors)
@@ -90,11 +101,10 @@ def test_a_bad_csv_names_its_line_and_reason_in_japanese_and_the_file_stays(
     expect(page.locator("#players tbody tr")).to_have_count(2)
     assert errors == []
     page.context.close()
-    d.close()
 
 
-def test_a_wrong_mat_assignment_names_the_mat_and_why_and_keeps_the_typing(server, browser):
-    d = drawn(server, "mats")
+def test_a_wrong_mat_assignment_names_the_mat_and_why_and_keeps_the_typing(server, browser, desks):
+    d = drawn(server, "mats", desks)
     b_first = next(b for b in d.view()["blocks"] if b["name"] == "B")["mats"][0]
     pin = d.call("GET", "/api/channels/a/pin")["pin"]
     d.call("POST", "/api/channels/a/referees", headers={},
@@ -117,11 +127,10 @@ def test_a_wrong_mat_assignment_names_the_mat_and_why_and_keeps_the_typing(serve
     expect(page.locator("#referees input[data-referee]").first).to_have_value("1,x")
     assert errors == []
     page.context.close()
-    d.close()
 
 
-def test_a_flag_and_a_step_out_of_order_are_said_in_japanese(server, browser):
-    d = drawn(server, "order")
+def test_a_flag_and_a_step_out_of_order_are_said_in_japanese(server, browser, desks):
+    d = drawn(server, "order", desks)
     d.call("POST", d.t("/rounds"), json={})
     paired = d.view()["rounds"][0]["matches"][0]["players"][0]
     d.call("PATCH", d.t(f"/players/{paired['no']}"), json={"withdrawn": True})
@@ -144,11 +153,10 @@ def test_a_flag_and_a_step_out_of_order_are_said_in_japanese(server, browser):
     assert english_in(said) == [], said
     assert errors == []
     page.context.close()
-    d.close()
 
 
-def test_the_api_gives_each_error_its_code_and_figures(server):
-    d = drawn(server, "api")
+def test_the_api_gives_each_error_its_code_and_figures(server, desks):
+    d = drawn(server, "api", desks)
     csv = {**server.op, "Content-Type": "text/csv"}
 
     def refused(method: str, path: str, status: int, **kw: object) -> dict[str, object]:
@@ -194,14 +202,12 @@ def test_the_api_gives_each_error_its_code_and_figures(server):
     assert body["error"] == "out_of_order" and body["params"] == {
         "why": "round_not_complete", "block": "A", "round": 1, "missing": mats,
         "problems": mats}
-    d.close()
 
 
-def test_a_flag_carries_the_players_name_and_number(server):
-    d = drawn(server, "flags")
+def test_a_flag_carries_the_players_name_and_number(server, desks):
+    d = drawn(server, "flags", desks)
     d.call("POST", d.t("/rounds"), json={})
     p = d.view()["rounds"][0]["matches"][0]["players"][0]
     d.call("PATCH", d.t(f"/players/{p['no']}"), json={"withdrawn": True})
     f = next(f for f in d.view()["flags"] if f["code"] == "withdrawn_paired")
     assert f["params"] == {"player": p["no"], "name": p["name"]}
-    d.close()

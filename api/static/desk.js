@@ -223,10 +223,10 @@
         { value: c, ...(c === b.colours[b.colours.length - 1] ? { selected: "" } : {}) }, t(c))));
       const mat = el("input", { type: "number", min: "1", max: "999", value: String(b.first_mat) });
       const save = el("button", { class: "btn small", type: "button" }, t("save"));
-      save.addEventListener("click", async () => {
+      save.addEventListener("click", act(async () => {
         refreshWith(await call("PATCH", tp(`/blocks/${b.name}`), {
           channel: ch.value || null, colours: [col.value], first_mat: Number(mat.value) }));
-      });
+      }));
       return el("tr", { "data-block": b.name }, el("td", {}, b.name), el("td", {}, String(b.players)),
         el("td", {}, ch), el("td", {}, col), el("td", {}, mat),
         el("td", {}, `${b.mats[0]}–${b.mats[1]}`), el("td", {}, save));
@@ -422,19 +422,19 @@
       el("div", {}, send), ...(tiebreak ? [tiebreak] : []));
   }
 
-  $("pair-next").addEventListener("click", async () => {
+  $("pair-next").addEventListener("click", act(async () => {
     const blocks = view.blocks.filter((b) => b.next.step === "pair").map((b) => b.name);
     refreshWith(await call("POST", tp("/rounds"), { blocks }));
-  });
-  $("pair-final").addEventListener("click", async () => {
+  }));
+  $("pair-final").addEventListener("click", act(async () => {
     const blocks = view.blocks.filter((b) => b.next.step === "final").map((b) => b.name);
     refreshWith(await call("POST", tp("/final"), { blocks }));
-  });
-  $("start-round").addEventListener("click", async () => {
+  }));
+  $("start-round").addEventListener("click", act(async () => {
     const n = latestRound();
     const data = await call("POST", tp(`/rounds/${n}/start`), {});
     refreshWith(data.tournament);
-  });
+  }));
 
   function standingsTable(rows) {
     return el("table", { class: "grid-table" },
