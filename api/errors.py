@@ -25,7 +25,7 @@ class ApiError(Exception):
 
 
 def body(code: str, detail: str, hint: str = "",
-         params: dict[str, int] | None = None) -> dict[str, Any]:
+         params: dict[str, int | str] | None = None) -> dict[str, Any]:
     """`params`: the figures a page puts in its own words for the code (err_<code>)."""
     out: dict[str, Any] = {"error": code, "detail": detail, "hint": hint}
     if params:
@@ -42,7 +42,7 @@ def install_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(DeskError)
     async def _desk(_r: Request, e: DeskError) -> JSONResponse:
-        return JSONResponse(body(e.code, e.detail, e.hint), e.status)
+        return JSONResponse(body(e.code, e.detail, e.hint, e.params), e.status)
 
     @app.exception_handler(IllegalMove)
     async def _illegal(_r: Request, e: IllegalMove) -> JSONResponse:

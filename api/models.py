@@ -80,9 +80,9 @@ class ErrorBody(Open):
     error: str = Field(description="a stable code, e.g. wrong_pin, illegal_move")
     detail: str = Field(description="what was wrong (English)")
     hint: str = Field("", description="what to do")
-    params: dict[str, int] | None = Field(
+    params: dict[str, int | str] | None = Field(
         None, description="the figures of the error, for a page's own words "
-                          "(too_many_cards: cards, poems)")
+                          "(too_many_cards: cards, poems; csv_bad_line: line, column, reason)")
 
 
 class HoldState(Open):

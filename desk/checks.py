@@ -18,7 +18,7 @@ class Flag:
     block: str
     round: int
     mat: int | None
-    detail: str
+    detail: str  # in English; the pages say it from code and params (fd_<code>)
     params: dict[str, Any] = field(default_factory=dict)
 
 
@@ -58,11 +58,11 @@ def round_flags(t: Tournament, r: Round) -> list[Flag]:
             if p.active_in(r.number) and p.no not in seated and not r.final:
                 flag("error", "not_paired", None,
                      f"{p.name} (no. {p.no}) plays from round {r.number} but is not paired: "
-                     "pair the round again", player=p.no)
+                     "pair the round again", player=p.no, name=p.name)
             if p.no in seated and not p.active_in(r.number):
                 flag("error", "withdrawn_paired", None,
                      f"{p.name} (no. {p.no}) has withdrawn but is paired: pair the round again",
-                     player=p.no)
+                     player=p.no, name=p.name)
     return out
 
 

@@ -34,6 +34,25 @@ FORMULA_START = tuple("=+-@\t\r") + tuple("＝＋－＠")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
 
 
+class BadField(ValueError):
+    """A field that cannot be right: which (`column`), why (`reason`: empty, too_long,
+    bad_block) and its figures."""
+
+    def __init__(self, message: str, column: str, reason: str, **params: int | str) -> None:
+        super().__init__(message)
+        self.column, self.reason, self.params = column, reason, params
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """A warning about a file that was read all the same (a name entered twice), as a code
+    and its figures for the pages' words, and in English."""
+
+    code: str
+    detail: str
+    params: dict[str, int | str]
+
+
 @dataclass(frozen=True, slots=True)
 class Entry:
     name: str
@@ -55,7 +74,8 @@ def clean(value: str, field: str) -> str:
         v = v.upper().removesuffix("ブロック").strip()
     limit = LIMITS[field]
     if len(v) > limit:
-        raise ValueError(f"{field} is {len(v)} characters (at most {limit})")
+        raise BadField(f"{field} is {len(v)} characters (at most {limit})", field, "too_long",
+                       length=len(v), limit=limit)
     return v
 
 
@@ -64,10 +84,11 @@ def entry(name: str, furigana: str = "", club: str = "", grade: str = "",
     """A checked entry (raises ValueError saying which field is wrong)."""
     n = clean(name, "name")
     if not n:
-        raise ValueError("name is empty")
+        raise BadField("name is empty", "name", "empty")
     b = clean(block or "", "block") or None
     if b is not None and not BLOCK_NAME.match(b):
-        raise ValueError(f"block {b!r} is not a block name (letters A-Z or digits, e.g. A)")
+        raise BadField(f"block {b!r} is not a block name (letters A-Z or digits, e.g. A)",
+                       "block", "bad_block", value=b)
     return Entry(n, clean(furigana, "furigana"), clean(club, "club"), clean(grade, "grade"), b)
 
 
@@ -78,60 +99,75 @@ def decode(data: bytes) -> str:
         except UnicodeDecodeError:
             continue
     raise Invalid("the file is neither UTF-8 nor Shift_JIS text",
-                  "save the list as CSV (UTF-8) from the spreadsheet")
+                  "save the list as CSV (UTF-8) from the spreadsheet", code="csv_encoding")
 
 
-def read_entries(data: bytes | str) -> tuple[list[Entry], list[str]]:
+def read_entries(data: bytes | str) -> tuple[list[Entry], list[Notice]]:
     """The entries of a CSV file, and warnings (a name entered twice). Raises Invalid naming
-    every bad line."""
+    every bad line (code csv_bad_line, its params the first bad line's: line, column, reason
+    and its figures, and how many lines are bad)."""
     text = decode(data) if isinstance(data, bytes) else data.removeprefix("\ufeff")
     rows = list(csv.reader(io.StringIO(text, newline="")))
     while rows and not any(c.strip() for c in rows[0]):
         rows.pop(0)
     if not rows:
         raise Invalid("the CSV file is empty", "the first line names the columns: name,furigana,"
-                      "club,grade,block (or 氏名,ふりがな,所属,学年,ブロック)")
+                      "club,grade,block (or 氏名,ふりがな,所属,学年,ブロック)", code="csv_empty")
     header = [unicodedata.normalize("NFKC", h).strip().lower() for h in rows[0]]
     columns: dict[str, int] = {}
     for i, h in enumerate(header):
         for key, names in HEADERS.items():
             if h in {unicodedata.normalize("NFKC", n).lower() for n in names}:
                 if key in columns:
-                    raise Invalid(f"the header names {key} twice", "keep one column per field")
+                    raise Invalid(f"the header names {key} twice", "keep one column per field",
+                                  code="csv_column_twice", params={"column": key})
                 columns[key] = i
     unknown = [rows[0][i] for i, h in enumerate(header) if h and i not in columns.values()]
     if "name" not in columns:
         raise Invalid(f"the header has no name column (found: {', '.join(rows[0])})",
                       "the first line names the columns: name,furigana,club,grade,block "
-                      "(or 氏名,ふりがな,所属,学年,ブロック)")
+                      "(or 氏名,ふりがな,所属,学年,ブロック)", code="csv_no_name_column",
+                      params={"found": ", ".join(rows[0])})
     if len(rows) - 1 > MAX_PLAYERS:
         raise Invalid(f"{len(rows) - 1} lines: at most {MAX_PLAYERS} players a file",
-                      "split the list")
+                      "split the list", code="csv_too_many",
+                      params={"lines": len(rows) - 1, "max": MAX_PLAYERS})
     out: list[Entry] = []
+    lines: list[tuple[int, Entry]] = []
     errors: list[str] = []
+    first: dict[str, int | str] = {}
     for line_no, row in enumerate(rows[1:], 2):
         if not any(c.strip() for c in row):
             continue
         get = {k: _unquoted(row[i] if i < len(row) else "") for k, i in columns.items()}
         try:
-            out.append(entry(get["name"], get.get("furigana", ""), get.get("club", ""),
-                             get.get("grade", ""), get.get("block")))
-        except ValueError as e:
+            lines.append((line_no, entry(get["name"], get.get("furigana", ""),
+                                         get.get("club", ""), get.get("grade", ""),
+                                         get.get("block"))))
+        except BadField as e:
             errors.append(f"line {line_no}: {e}")
+            first = first or {"line": line_no, "column": e.column, "reason": e.reason,
+                              **e.params}
     if errors:
         shown = "; ".join(errors[:10]) + (f"; and {len(errors) - 10} more" if len(errors) > 10
                                           else "")
         raise Invalid(f"{len(errors)} bad line(s), nobody added: {shown}",
-                      "correct those lines and import the file again")
+                      "correct those lines and import the file again", code="csv_bad_line",
+                      params={**first, "count": len(errors)})
+    out = [e for _, e in lines]
     if not out:
-        raise Invalid("the CSV file has a header but no players", "add one player a line")
-    warnings = [f"unknown column ignored: {u}" for u in unknown]
-    seen: dict[tuple[str, str], int] = {}
-    for got in out:
-        who = (got.name, got.club)
-        seen[who] = seen.get(who, 0) + 1
-    warnings += [f"{n} entered {c} times ({club or 'no club'})"
-                 for (n, club), c in seen.items() if c > 1]
+        raise Invalid("the CSV file has a header but no players", "add one player a line",
+                      code="csv_no_players")
+    warnings = [Notice("csv_unknown_column", f"unknown column ignored: {u}", {"column": u})
+                for u in unknown]
+    seen: dict[tuple[str, str], list[int]] = {}
+    for line_no, got in lines:
+        seen.setdefault((got.name, got.club), []).append(line_no)
+    warnings += [Notice("csv_duplicate", f"{n} entered {len(at)} times ({club or 'no club'}) "
+                          f"on lines {', '.join(map(str, at))}",
+                          {"name": n, "club": club, "times": len(at),
+                           "lines": ", ".join(map(str, at))})
+                 for (n, club), at in seen.items() if len(at) > 1]
     return out, warnings
 
 

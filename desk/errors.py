@@ -3,7 +3,8 @@ found), 409 (a step out of order) and 422 (bad input), with the same JSON body a
 
 The code is the class's, or one more precise given where the error is raised
 (`Invalid(..., code="cards_over_read")`): the pages show every code in their language
-(`err_<code>` in api/static/desk-strings.*.json)."""
+(`err_<code>` in api/static/desk-strings.*.json), with the error's figures (`params`: a
+line number, a column, a mat) in their words."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ class DeskError(Exception):
     status = 400
     code = "desk_error"
 
-    def __init__(self, detail: str, hint: str = "", *, code: str | None = None) -> None:
+    def __init__(self, detail: str, hint: str = "", *, code: str | None = None,
+                 params: dict[str, int | str] | None = None) -> None:
         self.detail = detail
         self.hint = hint
+        self.params = params or {}
         if code is not None:
             self.code = code
         super().__init__(detail)

@@ -190,23 +190,28 @@ class Desk:
                       or r.reading.status is ReadingStatus.STARTING]
         if not chosen:
             raise Conflict(f"no block has round {number} paired and waiting to be read",
-                           "pair the round first")
+                           "pair the round first",
+                           params={"why": "nothing_to_read", "round": number})
         by_channel: dict[str, list[Round]] = {}
         for r in chosen:
             b = t.block(r.block)
             if b is None or b.channel is None:
                 raise Conflict(f"block {r.block} has no reader (channel)",
-                               "assign the block a channel")
+                               "assign the block a channel",
+                               params={"why": "block_no_channel", "block": r.block})
             if self._channel(b.channel) is None:
                 raise Conflict(f"block {r.block}'s channel {b.channel!r} is not one of this "
-                               "hall's", "assign a channel of server.channels")
+                               "hall's", "assign a channel of server.channels",
+                               params={"why": "channel_unknown", "block": r.block,
+                                       "channel": b.channel})
             by_channel.setdefault(b.channel, []).append(r)
         for ch, rounds in by_channel.items():
             colours = {r.colour for r in rounds}
             if len(colours) > 1:
                 raise Conflict(f"blocks {', '.join(r.block for r in rounds)} share channel {ch} "
                                f"but read different colours ({', '.join(sorted(colours))})",
-                               "give them one colour for this round, or separate channels")
+                               "give them one colour for this round, or separate channels",
+                               params={"why": "channel_colours", "channel": ch})
             for r in rounds:
                 ops.start_reading(t, r.block, number, ch, "", again=again)  # check first
         results = []
@@ -235,7 +240,8 @@ class Desk:
                                                reading=previous[r.block]))
             raise Conflict(f"channel {ch} cannot read round {number}: {e}",
                            "finish or abort the channel's match at the console, then start "
-                           "again") from None
+                           "again", params={"why": "channel_busy", "channel": ch,
+                                            "round": number}) from None
         rt = svc.runtime
         assert rt is not None  # _channel gives running channels only
         engine = rt.engine
@@ -255,18 +261,23 @@ class Desk:
         r = t.round_of(block, number)
         if r is None or r.reading is None:
             raise Conflict(f"round {number} of block {block} is not being read",
-                           "start the round first")
+                           "start the round first",
+                           params={"why": "not_started", "block": block, "round": number})
         state = self.reading_state(r)
         if not state or state["state"] != "live":
             raise Conflict(f"channel {r.reading.channel} is no longer reading round {number} "
-                           f"of block {block}", "read the extra card from the console")
+                           f"of block {block}", "read the extra card from the console",
+                           params={"why": "not_reading", "block": block, "round": number,
+                                   "channel": r.reading.channel})
         svc = self._channel(r.reading.channel)
         assert svc is not None
         try:
             await svc.apply(ExtraCard())
         except ReaderError as e:
             raise Conflict(f"channel {r.reading.channel}: {e}",
-                           "the extra card is read once the planned cards are over") from None
+                           "the extra card is read once the planned cards are over",
+                           params={"why": "cards_not_over", "channel": r.reading.channel}
+                           ) from None
         return await self.change(tid, lambda t: ops.extra_card(t, block, number))
 
     async def close_round(self, tid: str, number: int, blocks: Sequence[str] | None
@@ -292,11 +303,13 @@ class Desk:
             try:
                 await svc.apply(Close())
             except ReaderError as e:
-                raise Conflict(f"channel {ch}: {e}", "wait until its cards are read") from None
+                raise Conflict(f"channel {ch}: {e}", "wait until its cards are read",
+                               params={"why": "cards_not_over", "channel": ch}) from None
             done.append(ch)
         if not done:
             raise Conflict(f"no channel has finished reading round {number}",
-                           "close a round once its cards are read")
+                           "close a round once its cards are read",
+                           params={"why": "nothing_to_close", "round": number})
         return done
 
     async def _reconcile(self, t: Tournament) -> None:

@@ -250,14 +250,26 @@ def test_entries_csv_in_japanese_excel_shift_jis_with_every_bad_line_named():
     es, _ = read_entries(("\ufeffname,club\nA,x\n").encode())
     assert es == [Entry("A", club="x")]
     with pytest.raises(Invalid, match=r"2 bad line\(s\), nobody added: line 3: name is empty; "
-                                      r"line 4: block 'AB!' is not a block name"):
+                                      r"line 4: block 'AB!' is not a block name") as bad:
         read_entries("name,block\nok,\n,A\nx,AB!\n")
+    # the first bad line's number, column and reason, for the pages' own words
+    assert (bad.value.code, bad.value.params) == (
+        "csv_bad_line", {"line": 3, "column": "name", "reason": "empty", "count": 2})
     with pytest.raises(Invalid, match="no name column"):
         read_entries("who,club\na,b\n")
-    with pytest.raises(Invalid, match="name is 41 characters"):
+    with pytest.raises(Invalid, match="name is 41 characters") as bad:
         read_entries("name\n" + "あ" * 41 + "\n")
+    assert bad.value.params == {"line": 2, "column": "name", "reason": "too_long",
+                                "length": 41, "limit": 40, "count": 1}
+    with pytest.raises(Invalid) as bad:
+        read_entries(b"name\n\x81 A\n")
+    assert bad.value.code == "csv_encoding"
     _, warnings = read_entries("name,club,memo\nA,x,1\nA,x,2\n")
-    assert warnings == ["unknown column ignored: memo", "A entered 2 times (x)"]
+    assert [w.detail for w in warnings] == ["unknown column ignored: memo",
+                                            "A entered 2 times (x) on lines 2, 3"]
+    assert [(w.code, w.params) for w in warnings] == [
+        ("csv_unknown_column", {"column": "memo"}),
+        ("csv_duplicate", {"name": "A", "club": "x", "times": 2, "lines": "2, 3"})]
 
 
 # ---------------------------------------------------------------------- blocks

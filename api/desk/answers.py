@@ -97,6 +97,10 @@ class ResultChange(Open):
 class EntriesAdded(Open):
     added: list[int] = Field(description="the new players' numbers")
     warnings: list[str] | None = Field(None, description="a name entered twice (CSV only)")
+    notices: list[dict[str, Any]] | None = Field(
+        None, description="the warnings as code, detail and params (CSV only; the pages "
+        "show w_<code> in their language): csv_duplicate (name, club, times, lines), "
+        "csv_unknown_column (column)")
     tournament: DeskView
 
 

@@ -26,7 +26,7 @@ from api.desk.models import (
     PlayerPatch,
 )
 from desk import tournament as ops
-from desk.entries import entry, read_entries, write_csv
+from desk.entries import BadField, entry, read_entries, write_csv
 from desk.errors import Invalid, NotFound
 from desk.model import Tournament
 from desk.views import desk_view
@@ -40,8 +40,9 @@ async def add_entries(tid: str, body: Entries, request: Request, _p: Op) -> Entr
     d = desk_of(request)
     try:
         es = [entry(e.name, e.furigana, e.club, e.grade, e.block) for e in body.players]
-    except ValueError as e:
-        raise Invalid(str(e), "correct the entry") from None
+    except BadField as e:
+        raise Invalid(str(e), "correct the entry", code="bad_entry",
+                      params={"column": e.column, "reason": e.reason, **e.params}) from None
     before = len(d.get(tid).players)
     t = await d.change(tid, lambda t: ops.add_players(t, es, late=body.late))
     return EntriesAdded(added=[p.no for p in t.players[before:]], tournament=desk_answer(d, t))
@@ -58,7 +59,10 @@ async def import_csv(tid: str, request: Request, _p: Op) -> EntriesAdded:
     es, warnings = read_entries(raw)
     before = len(d.get(tid).players)
     t = await d.change(tid, lambda t: ops.add_players(t, es))
-    return EntriesAdded(added=[p.no for p in t.players[before:]], warnings=warnings,
+    return EntriesAdded(added=[p.no for p in t.players[before:]],
+                        warnings=[w.detail for w in warnings],
+                        notices=[{"code": w.code, "detail": w.detail, "params": w.params}
+                                 for w in warnings],
                         tournament=desk_answer(d, t))
 
 
@@ -94,8 +98,10 @@ async def patch_player(tid: str, no: int, body: PlayerPatch, request: Request, _
             e = entry(fields.get("name", p.name), fields.get("furigana", p.furigana),
                       fields.get("club", p.club), fields.get("grade", p.grade),
                       fields.get("block", p.block))
-        except ValueError as err:
-            raise Invalid(str(err), "") from None
+        except BadField as err:
+            raise Invalid(str(err), "correct the entry", code="bad_entry",
+                          params={"column": err.column, "reason": err.reason,
+                                  **err.params}) from None
         return ops.edit_player(t, no, e)
 
     return desk_answer(d, await d.change(tid, op))

@@ -57,7 +57,7 @@ async def pair(tid: str, request: Request, _p: Op, body: Blocks | None = None
 
     def make(t: Tournament) -> list[ops.Change]:
         if not t.blocks:
-            raise Conflict("draw the blocks first", "")
+            raise Conflict("draw the blocks first", "", params={"why": "no_blocks"})
         return _pair_each(t, body, ops.pair_next, at)
 
     return desk_answer(d, await d.changes(tid, make))
@@ -194,7 +194,8 @@ async def confirm(tid: str, number: int, request: Request, _p: Op,
             r.block for r in rounds if r.confirmed is None and complete(t, r)]
         if not names:
             raise Conflict(f"no block's round {number} is complete and waiting to be "
-                           "confirmed", "enter or correct its results first")
+                           "confirmed", "enter or correct its results first",
+                           params={"why": "nothing_to_confirm", "round": number})
         out: list[ops.Change] = []
         for name in names:
             ch = ops.confirm_round(t, name, number, "operator", at)

@@ -190,10 +190,18 @@
     }
     let key = `err_${err.code}`;
     if (!(key in STRINGS.ja) && /^http_\d+$/.test(err.code || "")) key = "err_http_error";
+    // words within the words, each in the page's language: a column's name (col_<column>), a
+    // reason (reason_<reason>), and a step's own reason (why_<why>) said instead of the code's
+    const params = { ...(err.params || {}) };
+    const own = (prefix, v) => (typeof v === "string" && `${prefix}${v}` in STRINGS.ja
+      ? `${prefix}${v}` : null);
+    if (own("col_", params.column)) params.column = t(own("col_", params.column));
+    if (own("reason_", params.reason)) params.reason = t(own("reason_", params.reason), params);
+    if (own("why_", params.why)) key = own("why_", params.why);
     const known = key in STRINGS.ja;
     const english = lang === "en" || !known;
     return {
-      title: known ? t(key, err.params || {}) : t("error"),
+      title: known ? t(key, params) : t("error"),
       detail: english ? (err.detail || "") : "",
       hint: english ? (err.hint || "") : "",
       meta: err.status ? `${t("error")} ${err.status} · ${err.code}` : `${t("error")} · ${err.code}`,

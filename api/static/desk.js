@@ -16,6 +16,7 @@
   let polling = 0; // the id of the running long poll (a newer one replaces it)
   const channels = new Map(); // channel name -> Y.Channel
   const channelState = new Map(); // channel name -> its latest state
+  const matDrafts = new Map(); // referee id -> the mats typed for it, not yet assigned
 
   const tp = (p = "") => `/api/tournaments/${encodeURIComponent(tid)}${p}`;
 
@@ -53,6 +54,15 @@
       throw e;
     }
   }
+
+  // a control's action: an API error is already shown (call), so it goes no further
+  const act = (fn) => async (...args) => {
+    try {
+      await fn(...args);
+    } catch (e) {
+      if (!(e instanceof Y.ApiError)) throw e;
+    }
+  };
 
   // ------------------------------------------------------------------ tournaments
   async function loadList() {
@@ -160,9 +170,9 @@
         : (p.joined_round > 1 ? t("joins_from", { n: p.joined_round }) : t("active"));
       const btn = el("button", { class: "btn small", type: "button" },
         out ? t("reinstate") : t("withdraw"));
-      btn.addEventListener("click", async () => {
+      btn.addEventListener("click", act(async () => {
         refreshWith(await call("PATCH", tp(`/players/${p.no}`), { withdrawn: !out }));
-      });
+      }));
       return el("tr", { class: out ? "withdrawn" : "", "data-no": p.no },
         el("td", {}, String(p.no)), el("td", {}, p.name), el("td", {}, p.furigana),
         el("td", {}, p.club), el("td", {}, p.grade), el("td", {}, p.block || ""),
@@ -179,10 +189,11 @@
       headers: { Authorization: `Bearer ${token}`, "Content-Type": "text/csv" } });
     const data = await res.json();
     if (!res.ok) {
-      Y.showError(new Y.ApiError(res.status, data.error, data.detail, data.hint));
+      // the file stays chosen: corrected in the spreadsheet, it is imported again at once
+      Y.showError(new Y.ApiError(res.status, data.error, data.detail, data.hint, data.params));
       return;
     }
-    for (const w of data.warnings) Y.showError(new Y.ApiError(200, "warning", w, ""));
+    for (const w of data.notices || []) Y.showError(new Y.ApiError(0, w.code, w.detail, "", w.params));
     $("csv-file").value = "";
     refreshWith(data.tournament);
   });
@@ -212,10 +223,10 @@
         { value: c, ...(c === b.colours[b.colours.length - 1] ? { selected: "" } : {}) }, t(c))));
       const mat = el("input", { type: "number", min: "1", max: "999", value: String(b.first_mat) });
       const save = el("button", { class: "btn small", type: "button" }, t("save"));
-      save.addEventListener("click", async () => {
+      save.addEventListener("click", act(async () => {
         refreshWith(await call("PATCH", tp(`/blocks/${b.name}`), {
           channel: ch.value || null, colours: [col.value], first_mat: Number(mat.value) }));
-      });
+      }));
       return el("tr", { "data-block": b.name }, el("td", {}, b.name), el("td", {}, String(b.players)),
         el("td", {}, ch), el("td", {}, col), el("td", {}, mat),
         el("td", {}, `${b.mats[0]}–${b.mats[1]}`), el("td", {}, save));
@@ -242,14 +253,27 @@
       const blocks = view.blocks.filter((b) => b.channel === ch).map((b) => `${b.name} (${b.mats[0]}–${b.mats[1]})`);
       const items = refs.map((r) => {
         const have = data.assigned.find((a) => a.referee === r.id);
-        const input = el("input", { type: "text", value: have ? have.mats.join(",") : "",
+        // what was typed and not yet assigned survives a refused assignment and a redraw
+        const typed = matDrafts.get(r.id);
+        const input = el("input", { type: "text",
+          value: typed ?? (have ? have.mats.join(",") : ""),
           placeholder: "1,2", "data-referee": r.id, size: "8" });
+        input.addEventListener("input", () => matDrafts.set(r.id, input.value));
         const b = el("button", { class: "btn small", type: "button" }, t("assign"));
-        b.addEventListener("click", async () => {
-          const mats = input.value.split(/[,\s、]+/).filter(Boolean).map(Number);
+        b.addEventListener("click", act(async () => {
+          const words = input.value.normalize("NFKC").split(/[,\s、]+/).filter(Boolean);
+          const bad = words.find((w) => !/^\d+$/.test(w));
+          if (bad !== undefined) {
+            Y.showError(new Y.ApiError(0, "mat_not_number", `${bad} is not a mat number`, "",
+              { value: bad }));
+            return;
+          }
+          matDrafts.set(r.id, input.value);
+          const mats = words.map(Number);
           refreshWith(await call("PUT", tp(`/referees/${r.id}`), { mats }));
+          matDrafts.delete(r.id);
           renderReferees();
-        });
+        }));
         return el("li", {}, el("span", { class: "who" }, r.name, r.connected ? " ●" : ""), " ", input, " ", b);
       });
       parts.push(el("div", { class: "round" }, el("h3", {}, `${t("channel")}: ${ch}`, " ",
@@ -303,7 +327,7 @@
     const flags = view.flags.filter((f) => f.code !== "missing_result" && f.code !== "no_referee");
     $("flags").replaceChildren(...flags.slice(0, 12).map((f) =>
       el("div", { class: `flag ${f.level}`, "data-code": f.code },
-        `${f.block}${f.round ? " " + roundName(f.round) : ""}${f.mat ? " " + t("mat_n", { n: f.mat }) : ""}: ${t(`f_${f.code}`)} — ${f.detail}`)));
+        `${f.block}${f.round ? " " + roundName(f.round) : ""}${f.mat ? " " + t("mat_n", { n: f.mat }) : ""}: ${t(`f_${f.code}`)} — ${flagText(f)}`)));
     const cards = view.blocks.map((b) => {
       const r = view.rounds.filter((x) => x.block === b.name).sort((x, y) => y.number - x.number)[0];
       const head = el("h3", {}, `${b.name}`, " ",
@@ -345,6 +369,14 @@
         ...body, ...extra);
     });
     $("rounds").replaceChildren(...cards);
+  }
+
+  // a flag's detail in the page's language, from its code and figures (the server's detail
+  // is English, for logs and scripts)
+  function flagText(f) {
+    const key = `fd_${f.code}`;
+    return key in Y.STRINGS.ja
+      ? t(key, { ...f.params, block: f.block, round: f.round, mat: f.mat }) : f.detail;
   }
 
   function matchRow(r, m) {
@@ -390,19 +422,19 @@
       el("div", {}, send), ...(tiebreak ? [tiebreak] : []));
   }
 
-  $("pair-next").addEventListener("click", async () => {
+  $("pair-next").addEventListener("click", act(async () => {
     const blocks = view.blocks.filter((b) => b.next.step === "pair").map((b) => b.name);
     refreshWith(await call("POST", tp("/rounds"), { blocks }));
-  });
-  $("pair-final").addEventListener("click", async () => {
+  }));
+  $("pair-final").addEventListener("click", act(async () => {
     const blocks = view.blocks.filter((b) => b.next.step === "final").map((b) => b.name);
     refreshWith(await call("POST", tp("/final"), { blocks }));
-  });
-  $("start-round").addEventListener("click", async () => {
+  }));
+  $("start-round").addEventListener("click", act(async () => {
     const n = latestRound();
     const data = await call("POST", tp(`/rounds/${n}/start`), {});
     refreshWith(data.tournament);
-  });
+  }));
 
   function standingsTable(rows) {
     return el("table", { class: "grid-table" },
@@ -479,7 +511,7 @@
     const res = await fetch("/api/tournaments/import", { method: "POST", body: await f.text(),
       headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" } });
     const data = await res.json();
-    if (!res.ok) { Y.showError(new Y.ApiError(res.status, data.error, data.detail, data.hint)); return; }
+    if (!res.ok) { Y.showError(new Y.ApiError(res.status, data.error, data.detail, data.hint, data.params)); return; }
     tid = data.id;
     await loadList();
   });

@@ -27,7 +27,8 @@ def draw_blocks(t: Tournament, count: int, method: Method, seed: int,
     """Blocks A, B, ... with their players, each with a reader (the hall's channels in turn),
     a colour (the channel's, else one per block) and a range of mats (one after another)."""
     if t.rounds:
-        raise Conflict("a round is paired: the blocks cannot be drawn again", "")
+        raise Conflict("a round is paired: the blocks cannot be drawn again", "",
+                       params={"why": "draw_after_pairing"})
     active = [p for p in t.players if p.withdrawn_round is None]
     if len(active) < 2 * count:
         raise Invalid(f"{len(active)} players cannot make {count} blocks of two or more",

@@ -22,12 +22,13 @@ def change_settings(t: Tournament, *, name: str | None = None, day: str | None =
         paired = max((r.number for r in t.rounds if not r.final), default=0)
         if rounds < paired or any(r.final for r in t.rounds):
             raise Conflict(f"{paired} rounds are already paired; the preliminaries cannot be "
-                           f"{rounds} rounds now", "")
+                           f"{rounds} rounds now", "",
+                           params={"why": "rounds_paired", "rounds": paired})
         s = replace(s, rounds=rounds)
     if cards is not None and cards != s.cards:
         if any(started(r) for r in t.rounds):
             raise Conflict("a round has started: the cards read per match cannot change now",
-                           "")
+                           "", params={"why": "cards_fixed"})
         s = replace(s, cards=cards)
     return SettingsChanged(s, t.name if name is None else name, t.day if day is None else day)
 
@@ -82,7 +83,8 @@ def edit_player(t: Tournament, no: int, e: Entry) -> PlayerChanged:
     if e.block != p.block:
         if any(no in m.players for r in t.rounds for m in r.matches):
             raise Conflict(f"{p.name} has been paired: the block cannot change now",
-                           "withdraw the player and enter them again")
+                           "withdraw the player and enter them again",
+                           params={"why": "player_paired", "name": p.name})
         if t.blocks and e.block is not None and t.block(e.block) is None:
             raise Invalid(f"there is no block {e.block}", "")
         if t.blocks and e.block is None:
@@ -105,5 +107,6 @@ def withdraw(t: Tournament, no: int, withdrawn: bool = True) -> PlayerChanged:
     if p.block is not None and any(r.number >= p.withdrawn_round and started(r)
                                    for r in t.rounds_of(p.block)):
         raise Conflict(f"{p.name} has missed a round since withdrawing",
-                       "enter them again as a late entry")
+                       "enter them again as a late entry",
+                       params={"why": "missed_round", "name": p.name})
     return PlayerChanged(replace(p, withdrawn_round=None))

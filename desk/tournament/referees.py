@@ -22,19 +22,23 @@ def assign_referee(t: Tournament, referee: str, name: str, channel: str,
     for mat in mine:
         owner = ranges.get(mat)
         if owner is None:
-            raise Invalid(f"mat {mat} is no block's",
-                          "mats: " + ", ".join(f"{b} {lo}-{hi}" for b, (lo, hi)
-                                               in _block_ranges(t).items()))
+            known = ", ".join(f"{b} {lo}-{hi}" for b, (lo, hi) in _block_ranges(t).items())
+            raise Invalid(f"mat {mat} is no block's", "mats: " + known, code="mat_no_block",
+                          params={"mat": mat, "mats": known})
         b = t.block(owner)
         if b is not None and b.channel is not None and b.channel != channel:
             raise Invalid(f"mat {mat} is block {owner}'s, read on channel {b.channel}, but "
                           f"this referee joined channel {channel}",
-                          f"the referee joins channel {b.channel} with its PIN")
+                          f"the referee joins channel {b.channel} with its PIN",
+                          code="mat_other_channel",
+                          params={"mat": mat, "block": owner, "channel": b.channel,
+                                  "joined": channel})
     taken = {m: x.name for x in t.referees if x.referee != referee for m in x.mats}
     clash = [m for m in mine if m in taken]
     if clash:
         raise Conflict(f"mat {clash[0]} is already {taken[clash[0]]}'s",
-                       "take it from that referee first")
+                       "take it from that referee first", code="mat_taken",
+                       params={"mat": clash[0], "referee": taken[clash[0]]})
     return RefereeChanged(RefereeMats(referee, name, channel, tuple(mine)))
 
 

@@ -34,7 +34,10 @@ def _check_mats(t: Tournament, r: Round) -> None:
             clash = mats & {m.mat for m in other.matches}
             if clash:
                 raise Conflict(f"mat {min(clash)} of round {r.number} is block "
-                               f"{other.block}'s", f"set block {r.block}'s first mat elsewhere")
+                               f"{other.block}'s", f"set block {r.block}'s first mat elsewhere",
+                               params={"why": "mat_in_use", "mat": min(clash),
+                                       "round": r.number, "block": r.block,
+                                       "other": other.block})
     if max(mats, default=0) > MAX_MAT:
         raise Invalid(f"mat numbers are 1..{MAX_MAT}", "lower the block's first mat")
 
@@ -48,11 +51,16 @@ def pair_next(t: Tournament, block: str, at: str) -> RoundPaired:
     n = len(prelims) + 1
     if n > t.settings.rounds:
         raise Conflict(f"block {block} has played its {t.settings.rounds} preliminary rounds",
-                       "pair the final")
+                       "pair the final", params={"why": "prelims_done", "block": block,
+                                                 "rounds": t.settings.rounds})
     if prelims and not complete(t, prelims[-1]):
-        errors = [f.detail for f in round_flags(t, prelims[-1]) if f.level == "error"]
+        errors = [f for f in round_flags(t, prelims[-1]) if f.level == "error"]
         raise Conflict(f"round {n - 1} of block {block} is not complete: "
-                       + "; ".join(errors[:5]), "enter or correct the results first")
+                       + "; ".join(f.detail for f in errors[:5]),
+                       "enter or correct the results first",
+                       params={"why": "round_not_complete", "block": block, "round": n - 1,
+                               "missing": sum(f.code == "missing_result" for f in errors),
+                               "problems": len(errors)})
     order = {s.no: s.rank for s in standings(t, block)}
     active = sorted((p for p in t.players_of(block) if p.active_in(n)),
                     key=lambda p: (order.get(p.no, 0), p.no))
@@ -84,12 +92,16 @@ def pair_final(t: Tournament, block: str, at: str) -> RoundPaired:
     prelims = [r for r in t.rounds_of(block) if not r.final]
     if len(prelims) < t.settings.rounds or not all(complete(t, r) for r in prelims):
         raise Conflict(f"block {block}'s {t.settings.rounds} preliminary rounds are not all "
-                       "complete", "pair and finish the preliminaries first")
+                       "complete", "pair and finish the preliminaries first",
+                       params={"why": "prelims_not_done", "block": block,
+                               "rounds": t.settings.rounds})
     if t.round_of(block, t.final_round) is not None:
-        raise Conflict(f"block {block}'s final is already paired", "")
+        raise Conflict(f"block {block}'s final is already paired", "",
+                       params={"why": "final_paired", "block": block})
     top = [s.no for s in standings(t, block) if not s.withdrawn][:2]
     if len(top) < 2:
-        raise Conflict(f"block {block} has fewer than two players for a final", "")
+        raise Conflict(f"block {block} has fewer than two players for a final", "",
+                       params={"why": "final_too_few", "block": block})
     r = Round(block, t.final_round, True, b.colour(t.final_round),
               (Match(b.first_mat, (top[0], top[1])),), at)
     _check_mats(t, r)
@@ -102,9 +114,11 @@ def unpair(t: Tournament, block: str, number: int) -> RoundRemoved:
         raise NotFound(f"block {block} has no round {number}", "")
     if started(r):
         raise Conflict(f"round {number} of block {block} has started: its pairing stays",
-                       "correct the results instead")
+                       "correct the results instead",
+                       params={"why": "round_started", "block": block, "round": number})
     if any(x.number > number for x in t.rounds_of(block)):
-        raise Conflict(f"round {number} of block {block} is not the latest", "")
+        raise Conflict(f"round {number} of block {block} is not the latest", "",
+                       params={"why": "not_latest", "block": block, "round": number})
     return RoundRemoved(block, number)
 
 
@@ -113,7 +127,9 @@ def start_reading(t: Tournament, block: str, number: int, channel: str, at: str,
     r = round_at(t, block, number)
     if r.reading is not None and r.reading.status is ReadingStatus.STARTED and not again:
         raise Conflict(f"round {number} of block {block} is already being read on channel "
-                       f"{r.reading.channel}", "start it again only to read it anew (again)")
+                       f"{r.reading.channel}", "start it again only to read it anew (again)",
+                       params={"why": "being_read", "block": block, "round": number,
+                               "channel": r.reading.channel})
     return ReadingChanged(block, number, Reading(channel, ReadingStatus.STARTING, at))
 
 
@@ -121,7 +137,8 @@ def confirm_reading(t: Tournament, block: str, number: int, seed: int, journal: 
                     ) -> ReadingChanged:
     r = round_at(t, block, number)
     if r.reading is None:
-        raise Conflict(f"round {number} of block {block} was not started", "")
+        raise Conflict(f"round {number} of block {block} was not started", "",
+                       params={"why": "not_started", "block": block, "round": number})
     return ReadingChanged(block, number, replace(r.reading, status=ReadingStatus.STARTED,
                                                  seed=seed, journal=journal))
 
@@ -129,7 +146,8 @@ def confirm_reading(t: Tournament, block: str, number: int, seed: int, journal: 
 def extra_card(t: Tournament, block: str, number: int) -> ReadingChanged:
     r = round_at(t, block, number)
     if r.reading is None:
-        raise Conflict(f"round {number} of block {block} is not being read", "start it first")
+        raise Conflict(f"round {number} of block {block} is not being read", "start it first",
+                       params={"why": "not_started", "block": block, "round": number})
     return ReadingChanged(block, number, replace(r.reading, extra_cards=r.reading.extra_cards + 1))
 
 
