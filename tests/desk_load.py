@@ -178,11 +178,14 @@ def _pages_main(base: str, tid: str, pages: int, stop: Any, counts: Any) -> None
 
 async def run(base: str, op: dict[str, str], t: Tournament, hold: tuple[str, dict[str, str]],
               pages: int, seconds: float, result_every_s: float = 1.0,
-              hold_every_s: float = 0.05) -> Load:
+              hold_every_s: float = 0.05, min_results: int = 0,
+              max_s: float = 180.0) -> Load:
     """`pages` standings pages polling and the desk entering results for `seconds`, the
     referee's hand going up and down all the while. The pages run in a process of their own
     (as the projectors are other machines): reading fifty views at once must not delay this
-    process's reading of the hold's reply, which is what is measured."""
+    process's reading of the hold's reply, which is what is measured. `min_results`: the run
+    goes on past `seconds` until the desk has entered that many (a busy machine enters them
+    more slowly: the load is the results, not the seconds), up to `max_s`."""
     load = Load()
     stop = asyncio.Event()
     ctx = multiprocessing.get_context("spawn")
@@ -197,7 +200,11 @@ async def run(base: str, op: dict[str, str], t: Tournament, hold: tuple[str, dic
             tasks = [asyncio.create_task(_desk(c, t.id, t, op, stop, load, result_every_s)),
                      asyncio.create_task(_hands(base, hold[0], hold[1], stop, load,
                                                 hold_every_s))]
-            await asyncio.sleep(seconds)  # the length of the run, not a wait for anything
+            loop = asyncio.get_running_loop()
+            until, deadline = loop.time() + seconds, loop.time() + max_s
+            while loop.time() < until or (load.results < min_results
+                                          and loop.time() < deadline):
+                await asyncio.sleep(0.05)
             stop.set()
             await asyncio.gather(*tasks)
     finally:

@@ -53,11 +53,13 @@ def test_fifty_standings_pages_do_not_delay_a_hold(server):
     assert r.status_code == 200, r.text
     hold = prepare_channel(server.base, server.op, "main")
 
-    load = asyncio.run(run(server.base, server.op, t, hold, PAGES, SECONDS))
+    load = asyncio.run(run(server.base, server.op, t, hold, PAGES, SECONDS,
+                           min_results=int(SECONDS)))
     print(f"{PAGES} pages, {load.results} results: the hold's round trip p50 "
           f"{load.quantile(0.5):.1f} ms, p99 {load.quantile(0.99):.1f} ms "
           f"({len(load.holds_ms)} raised and lowered); {load.responses} views sent")
-    assert load.results >= SECONDS - 2, "the desk entered a result a second"
+    assert load.results >= SECONDS, "the desk entered a result a second (or more slowly, " \
+        "on a busy machine, within 180 s)"
     assert load.responses >= PAGES * 2, "the pages were woken by the results"
     assert len(load.holds_ms) >= SECONDS * 10
     assert load.quantile(0.5) < MEDIAN_BOUND_MS, load.holds_ms

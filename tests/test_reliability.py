@@ -88,16 +88,21 @@ def test_a_stalled_client_is_dropped_and_slows_nobody(server):
                 async for _ in op:
                     pass
 
-            draining = asyncio.create_task(drain())
-            for i in range(n):  # 300 hands go up, then down, as fast as the operator can
-                kind = "hold" if i < n // 2 else "release"
-                await op.send(json.dumps({"type": kind, "referee": f"x{i % (n // 2)}"}))
-            seqs = []
-            async with asyncio.timeout(60):
+            seqs: list[int] = []
+
+            async def read_good() -> None:  # a good client reads as the states come
                 while len(seqs) < n:
                     m = json.loads(await good.recv())
                     if m["type"] == "state":
                         seqs.append(m["seq"])
+
+            draining = asyncio.create_task(drain())
+            reading = asyncio.create_task(read_good())
+            for i in range(n):  # 300 hands go up, then down, as fast as the operator can
+                kind = "hold" if i < n // 2 else "release"
+                await op.send(json.dumps({"type": kind, "referee": f"x{i % (n // 2)}"}))
+            async with asyncio.timeout(120):
+                await reading
             draining.cancel()
             return first, seqs
 

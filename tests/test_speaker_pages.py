@@ -109,12 +109,13 @@ def wait_for(server: Server, what: str, ok: Any, timeout_s: float = 40) -> dict[
 def in_verse(m: dict[str, Any], tmap: TimelineMap, verse: str | None = None,
              card: int | None = None, min_s: float = 0.3, left_s: float = 0.3) -> bool:
     """A verse is sounding, has been for `min_s` and has `left_s` still to go (the state's
-    times are the timeline's)."""
+    times are the timeline's); `card`: that card or a later one (a moment the test was too
+    slow to see, at high load, is taken in the next card)."""
     seg = m.get("segment") or {}
     now = time.monotonic() + tmap.offset
     return (not m["paused"] and seg.get("kind") in ("verse", "prelude")
             and (verse is None or seg.get("verse") == verse)
-            and (card is None or seg.get("card") == card)
+            and (card is None or (seg.get("card") or 0) >= card)
             and seg["started_s"] + min_s <= now < (seg["ends_s"] or 0) - left_s)
 
 
@@ -176,9 +177,14 @@ def run_match(server: Server, a: SpeakerBrowser, b: SpeakerBrowser, schedule: Sc
     try:
         api(server, "POST", "/api/channels/main/match/start")
         # a hold in the prelude's upper verse and in card 1's lower verse, early in the verse
-        for verse, card in (("kami", 0), ("shimo", 1)):
-            wait_for(server, f"card {card}'s {verse}", lambda m, v=verse, c=card:
-                     in_verse(m, tmap, v, c, left_s=1.0))
+        # (each step in the first card it can have from there: the 3 cards leave a card to
+        # spare for a moment missed at high load)
+        card = 0
+        for verse, first in (("kami", 0), ("shimo", 1)):
+            least = max(first, card)
+            m = wait_for(server, f"card {least}'s {verse} or a later one",
+                         lambda m, v=verse, c=least: in_verse(m, tmap, v, c, left_s=1.0))
+            card = m["segment"]["card"]
             expect(pa.locator("#sound")).to_have_attribute("data-state", "playing")
             holds.append(time.monotonic())
             api(server, "PUT", "/api/channels/main/holds/@operator", json={"name": "test"})
@@ -189,8 +195,9 @@ def run_match(server: Server, a: SpeakerBrowser, b: SpeakerBrowser, schedule: Sc
         # card 2's upper verse: speaker B reloads as it begins and rejoins in the middle of it
         # (at speed 0.45 an upper verse lasts 5.4 s or more: a reload and rejoin took up to
         # 3.2 s at load 13, and the rejoined page is compared 1 s after it sounds again)
-        wait_for(server, "card 2's upper verse", lambda m: in_verse(m, tmap, "kami", 2, 0.05,
-                                                                     left_s=0.0))
+        m = wait_for(server, "card 2's upper verse or a later one",
+                     lambda m: in_verse(m, tmap, "kami", max(2, card + 1), 0.05, left_s=0.0))
+        card = m["segment"]["card"]
         t_reload = time.monotonic()
         pb.reload()
         b.enable()
@@ -200,7 +207,8 @@ def run_match(server: Server, a: SpeakerBrowser, b: SpeakerBrowser, schedule: Sc
         SHOTS.mkdir(parents=True, exist_ok=True)
         pa.screenshot(path=str(SHOTS / "speaker-desktop.png"))
         # card 2's lower verse: speaker A's whole browser hangs for 2 s, then goes on
-        wait_for(server, "card 2's lower verse", lambda m: in_verse(m, tmap, "shimo", 2, 0.2))
+        wait_for(server, f"card {card}'s lower verse or a later one",
+                 lambda m: in_verse(m, tmap, "shimo", card, 0.2))
         frozen_at = time.monotonic()
         thawed_at = a.freeze(FREEZE_S)
         wait_for(server, "the end", lambda m: m["phase"] == "finished", 60)
