@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import numpy as np
 import pytest
 import yaml
 from websockets.sync.client import connect
@@ -188,3 +189,52 @@ def test_serve_starts_the_classroom_preset_and_its_speakers_get_ogg_opus(
         assert abs(x).max() > 0.05  # Open JTalk's speech, not the estimate's silence
     finally:
         server.stop()
+
+
+def _m4a(path: Path, pcm: np.ndarray, rate: int) -> Path:
+    """A mono AAC file in an MP4 container (.m4a, as phones and Shuffle100 packs have them),
+    written by the suite's PyAV."""
+    import av
+
+    with av.open(str(path), "w", format="ipod") as out:
+        stream = out.add_stream("aac", rate=rate, layout="mono")
+        frame = av.AudioFrame.from_ndarray(pcm.reshape(1, -1).astype(np.float32), format="flt",
+                                           layout="mono")
+        frame.sample_rate = rate
+        for packet in stream.encode(frame):
+            out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+    return path
+
+
+def test_a_shuffle100_pack_of_m4a_files_is_read(installed: Installed) -> None:
+    """A Shuffle100-layout pack (001a, 001b...) recorded as m4a: the installed wheel decodes
+    it in-process (no ffmpeg on the PATH) and reads poem 1 from it, each verse as long as its
+    recording (the calls the pack lacks read by Open JTalk)."""
+    from reader.clip import Verse
+
+    from .packs import RATE, recording
+
+    work = installed.tmp / "elsewhere"
+    pack = work / "pack-m4a"
+    pack.mkdir()
+    for v, half in ((Verse.KAMI, "a"), (Verse.SHIMO, "b")):
+        _m4a(pack / f"001{half}.m4a", recording(1, v), RATE)
+    cfg = work / "pack.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "match": {**MATCH, "prelude": {"enabled": False}}, "journal_dir": str(work / "journal"),
+        "voice": {"engine": "pack", "pack": str(pack), "pack_fallback": True,
+                  "cache_dir": str(work / "cache")},
+    }, allow_unicode=True), "utf-8")
+    out, tl = work / "pack.wav", work / "pack.json"
+    r = installed.run("--config", str(cfg), "render", "--poems", "1", "--seed", "3",
+                      "--out", str(out), "--timeline", str(tl), cwd=work)
+    assert r.returncode == 0, r.stdout + r.stderr
+    verses = [s for s in json.loads(tl.read_text("utf-8"))["segments"]
+              if s.get("poem") == 1 and s["kind"] == "verse"]
+    assert {s["verse"] for s in verses} == {"kami", "shimo"}, verses
+    tone_s = 0.3  # each recording's tone; the pack's silences are trimmed around it
+    for s in verses:
+        seconds = (s["end_frame"] - s["start_frame"]) / 48000
+        assert tone_s * 0.8 < seconds < tone_s + 0.25, (s, seconds)
