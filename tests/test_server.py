@@ -205,3 +205,72 @@ def test_phones_get_the_lan_address_and_a_busy_port_or_folder_is_said_first(tmp_
                                                    f"http://{lan}:8123"]
     assert "yomite is serving on https://yomite.hall.test" in out.getvalue()
     assert f"http://{lan}:8123   (default route" in out.getvalue()
+
+
+OPENER = """import sys
+from pathlib import Path
+Path(sys.argv[1]).write_text(sys.argv[2], "utf-8")
+"""
+
+
+@pytest.mark.parametrize("command", [[], ["serve"]], ids=["yomite", "yomite serve"])
+def test_yomite_alone_opens_the_console_in_the_browser_and_serve_does_not(tmp_path, command):
+    """`yomite` with no command (a teacher on a laptop) serves and opens the operator's
+    console, with its token, in this computer's browser; `yomite serve` (a hall's service)
+    opens nothing. The browser is $BROWSER, here a script that writes down what it was asked to
+    open."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import yaml
+
+    from .serverproc import YOMITE, free_port
+
+    port = free_port()
+    (tmp_path / "opener.py").write_text(OPENER, "utf-8")
+    opened = tmp_path / "opened.txt"
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "voice": {"engine": "estimate"}, "audio": {"output": "null"},
+        "journal_dir": str(tmp_path / "journal"),
+        "server": {"host": "127.0.0.1", "port": port,
+                   "security": {"operator_token": TOKEN}}}), "utf-8")
+    env = {**os.environ, "BROWSER": f"{sys.executable} {tmp_path / 'opener.py'} {opened} %s"}
+    base = f"http://127.0.0.1:{port}"
+    with open(tmp_path / "out.log", "wb") as log:
+        proc = subprocess.Popen([str(YOMITE), "--config", str(cfg), *command], cwd=tmp_path,
+                                env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, (tmp_path / "out.log").read_text()
+            try:
+                if httpx2.get(f"{base}/api/health", timeout=10).status_code == 200:
+                    break
+            except httpx2.TransportError:
+                pass
+            assert time.monotonic() < deadline, "no server in 120 s"
+            time.sleep(0.1)
+        if command:  # serve: a service opens no browser (given the time the other took)
+            time.sleep(3)
+            assert not opened.exists()
+            return
+        while not opened.exists():
+            assert time.monotonic() < deadline, "no browser opened in 120 s"
+            time.sleep(0.1)
+        time.sleep(0.2)  # the opener's write done
+        link = opened.read_text("utf-8")
+        assert link == f"{base}/console#token={TOKEN}"
+        assert httpx2.get(link.split("#")[0], timeout=30).status_code == 200
+        assert "opening the console in this computer's browser" in (
+            tmp_path / "out.log").read_text()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -286,7 +286,8 @@ def cmd_voices(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from yomite.server import serve
 
-    return serve(_config(args), host=args.host, port=args.port)
+    return serve(_config(args), host=args.host, port=args.port,
+                 open_console=getattr(args, "open", False))
 
 
 CONFIG_HELP = "config file (default: $YOMITE_CONFIG, else ./config.yaml, else the defaults)"
@@ -294,7 +295,9 @@ CONFIG_HELP = "config file (default: $YOMITE_CONFIG, else ./config.yaml, else th
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="yomite", description=__doc__,
-                                epilog="With no command, yomite serves (yomite serve).")
+                                epilog="With no command, yomite serves and opens the "
+                                "operator's console in this computer's browser (yomite serve "
+                                "--open).")
     p.add_argument("--config", default=None, help=CONFIG_HELP)
     # every command takes --config too, before or after its name; SUPPRESS keeps a value
     # given before the command when none follows it
@@ -311,6 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="interface to listen on (default server.host: 0.0.0.0, every one)")
     s.add_argument("--port", type=int, default=None,
                    help="port to listen on (default server.port: 8080)")
+    s.add_argument("--open", action="store_true",
+                   help="open the operator's console in this computer's browser once serving "
+                   "(what `yomite` with no command does)")
     s.set_defaults(func=cmd_serve)
 
     d = sub.add_parser("dry-run", help="a whole match's timeline in the terminal, no sound")
@@ -370,8 +376,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
-    if args.cmd is None:
-        args = parser.parse_args(["serve", *argv])
+    if args.cmd is None:  # a teacher's double click or `yomite`: serve and open the console
+        args = parser.parse_args(["serve", "--open", *argv])
     try:
         rc: int = args.func(args)
         if getattr(args, "output_closed", False):

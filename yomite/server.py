@@ -131,7 +131,28 @@ def realtime_loop(priority: int) -> str:
     return f"nice {os.getpriority(os.PRIO_PROCESS, 0)}"
 
 
-def serve(config: Config, host: str | None = None, port: int | None = None) -> int:
+def open_console_page(link: str, out: TextIO = sys.stdout) -> None:
+    """The console in this computer's browser (`yomite` with no command, `serve --open`), from
+    a thread: a browser that takes its time to start never holds the service. `$BROWSER`
+    chooses the browser, as everywhere `webbrowser` is used."""
+    import threading
+    import webbrowser
+
+    def go() -> None:
+        try:
+            opened = webbrowser.open(link)
+        except Exception as e:  # webbrowser.Error, OSError: the link is printed anyway
+            log.warning("cannot open a browser (%s): open the console's link yourself", e)
+            return
+        if not opened:
+            log.warning("no browser found here: open the console's link yourself")
+
+    print("  opening the console in this computer's browser", file=out)
+    threading.Thread(target=go, name="open-console", daemon=True).start()
+
+
+def serve(config: Config, host: str | None = None, port: int | None = None,
+          open_console: bool = False) -> int:
     h = host or config.server.host
     p = port or config.server.port
     lock = lock_journal(config.journal_dir, p)
@@ -143,7 +164,10 @@ def serve(config: Config, host: str | None = None, port: int | None = None) -> i
     def ready(hall: Hall, token: str, generated: bool) -> None:
         # at the end of start-up, so the threads and workers started meanwhile keep `nice`
         hall.scheduling = realtime_loop(config.server.realtime_priority)
-        banner(hall, candidates(h, bound, config.server.public_url), token, generated)
+        bases = candidates(h, bound, config.server.public_url)
+        banner(hall, bases, token, generated)
+        if open_console:
+            open_console_page(f"{bases[0].base}/console#token={token}")
 
     with contextlib.suppress(OSError):  # not permitted: ordinary priority
         os.setpriority(os.PRIO_PROCESS, 0, config.server.nice)
