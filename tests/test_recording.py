@@ -105,6 +105,8 @@ def test_a_take_is_checked_trimmed_kept_and_counted(client: TestClient, tmp_path
     (take(amp=1.0), "audio/wav", 422, "clipped"),
     (take(amp=0.005, noise_db=-90), "audio/wav", 422, "too_quiet"),
     (take(seconds=0.05), "audio/wav", 422, "no_speech"),
+    # steady noise and nothing said (a fan, a hum): was kept as 1.5 s of speech
+    (take(amp=0.0, noise_db=-25, seconds=1.0), "audio/wav", 422, "no_speech"),
     (b"not audio at all", "audio/webm", 422, "undecodable_take"),
     (b"GIF89a", "image/gif", 422, "unsupported_type"),
     (b"", "audio/wav", 422, "empty_take"),

@@ -15,6 +15,7 @@ and not be too quiet; otherwise `TakeRefused` says what to do.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import tempfile
 import threading
@@ -28,7 +29,7 @@ import yaml
 
 from audio.codec import AudioTooLong, decode, encode
 from audio.errors import CodecError, PackError, VoiceError
-from audio.pcm import loudness_lufs, noise_floor_db, peak, trim_noise
+from audio.pcm import Pcm, loudness_lufs, noise_floor_db, peak, trim_noise
 from audio.voices.pack import MANIFEST, call_slot, read_pack, verse_slot
 from reader.clip import Clip, Verse
 from reader.config import MatchConfig, Spoken
@@ -42,6 +43,10 @@ MIN_SPEECH_S: Final = 0.3
 CLIP_LEVEL: Final = 0.999  # a sample at full scale: the microphone's converter clipped
 MAX_CLIPPED: Final = 10  # samples at full scale allowed in a take (a stray peak)
 MIN_PEAK_DBFS: Final = -35.0  # quieter than this, the reader is too far from the microphone
+# how far a take's loud part (its 95th percentile of 20 ms frames) must stand above its own
+# noise floor for it to hold speech: a voice stands 20-40 dB above a room's noise; a take of
+# steady noise (a fan, a hum, nothing said) stands a few dB at most
+SPEECH_ABOVE_FLOOR_DB: Final = 12.0
 UPLOAD_TYPES: Final = {"audio/webm": "webm", "audio/ogg": "ogg", "audio/wav": "wav",
                        "audio/x-wav": "wav", "audio/wave": "wav", "audio/mp4": "m4a",
                        "audio/mpeg": "mp3", "audio/flac": "flac"}
@@ -128,6 +133,18 @@ class TakeReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {k: (round(v, 2) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+
+def _stands_out_db(x: Pcm, frame_ms: float = 20.0) -> float:
+    """How many dB the take's loud part (the 95th percentile of its 20 ms frames' RMS) stands
+    above its noise floor (`noise_floor_db`); inf over digital silence."""
+    floor = noise_floor_db(x, RATE, frame_ms)
+    n = max(1, round(frame_ms * RATE / 1000.0))
+    if not math.isfinite(floor) or x.size < n:
+        return math.inf
+    frames = x[: x.size // n * n].astype(np.float64).reshape(-1, n)
+    loud = float(np.percentile(np.sqrt(np.mean(frames * frames, axis=1)), 95))
+    return 20.0 * math.log10(loud) - floor if loud > 0 else -math.inf
 
 
 def _db(x: float) -> float:
@@ -241,7 +258,7 @@ class RecordingPack:
             raise TakeRefused("too_quiet", f"the take peaks at {report.peak_dbfs:.0f} dBFS",
                               "come closer to the microphone or raise its gain, and record "
                               "again")
-        if report.speech_s < MIN_SPEECH_S:
+        if report.speech_s < MIN_SPEECH_S or _stands_out_db(x) < SPEECH_ABOVE_FLOOR_DB:
             raise TakeRefused("no_speech", "no speech stands out of the room's noise",
                               "read the verse aloud after pressing record")
         if report.speech_s > MAX_TAKE_S:
