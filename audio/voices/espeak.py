@@ -225,9 +225,9 @@ class Pyttsx3Voice:
             # espeak-ng takes a new setting through its own command queue: on a busy machine
             # the next synthesis may still be spoken with the old one (seen: a first phrase at
             # the default rate, a verse 4 % short). One throwaway utterance takes it in.
-            # Known still: with this and `_read_property`, the first verse a process reads was
-            # 4 % short once more, in CI's run and in a loaded run (1 process start in 30 before
-            # them, 0 in 40 after, by hand): a cause not found yet.
+            # Known still: with this and `_read_property` (1 process start in 30 read short
+            # before it, 0 in 40 after, by hand), the first verse a process read was 4 % short
+            # once more in a loaded run of the suite: a cause not found yet.
             with tempfile.TemporaryDirectory(prefix="yomite-tts-") as tmp:
                 self._utter("あ", Path(tmp) / "settle.wav", clip)
 
