@@ -314,6 +314,32 @@ def holes(captured: np.ndarray, expected: np.ndarray, window: int = 64) -> list[
     return found
 
 
+def late_start(captured: np.ndarray, expected: np.ndarray, window: int = 64) -> int:
+    """How many frames into the plan the capture's first sound is (both starting at their
+    first sound): 0 when the first clip was heard from its first sample. A machine that stalled
+    past a stream's start (or a clip's lead) has the sink start it late, at the right sample for
+    the time, as it must: its first frames are never heard, a hole at the start, which
+    comparing from the capture's first sound would otherwise take for a wrong sample."""
+    head = captured[:window]
+    if len(head) < window or np.array_equal(head, expected[:window]):
+        return 0
+    for k in np.flatnonzero(expected == head[0]):
+        if np.array_equal(expected[k : k + window], head):
+            return int(k)
+    return 0  # not found: the comparison names the wrong sample
+
+
+def holes_from_first_sound(captured: np.ndarray, expected: np.ndarray) -> list[Hole]:
+    """`holes` of a whole capture (leading silence included) against a plan that starts at its
+    first sound; a start the sink never played is a hole at frame 0 (`late_start`)."""
+    sound = np.flatnonzero(captured)
+    assert sound.size, "the capture is silent"
+    captured = captured[int(sound[0]):]
+    late = late_start(captured, expected)
+    return ([Hole(0, 0, int(np.count_nonzero(expected[:late])))] if late else []) + holes(
+        captured, expected[late:])
+
+
 def dropouts(captured: np.ndarray, expected: np.ndarray) -> int:
     """Frames of silence the server put into the capture (`holes`, in all); 0: bit-exact."""
     return sum(h.inserted + h.missing for h in holes(captured, expected))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from .audio_capture import Hole, dropouts, holes
+from .audio_capture import Hole, dropouts, holes, holes_from_first_sound
 
 
 def plan(n: int = 4000, seed: int = 1) -> np.ndarray:
@@ -71,3 +71,17 @@ def test_anything_but_a_hole_is_an_error(what: str, make, message: str) -> None:
     p = plan()
     with pytest.raises(AssertionError, match=message):
         holes(np.asarray(make(p), dtype=np.int16), p)
+
+
+def test_a_start_the_sink_never_played_is_a_hole_at_frame_0() -> None:
+    """A stream the machine was too slow to start: the sink plays it from the sample due at
+    that time, so the capture's first sound is the plan's frame 300, after leading silence."""
+    p = plan()
+    p[:10] = np.arange(1, 11)  # a fade-in: the plan's first samples are tiny
+    cap = np.concatenate([np.zeros(700, np.int16), p[300:]])
+    assert holes_from_first_sound(cap, p) == [Hole(0, 0, 300)]
+    # heard from its first sample after any leading silence: no hole
+    assert holes_from_first_sound(np.concatenate([np.zeros(50, np.int16), p]), p) == []
+    # the first sound is nowhere in the plan: an error naming frame 0, as before
+    with pytest.raises(AssertionError, match="frame 0 of the plan: captured"):
+        holes_from_first_sound(np.concatenate([[1000], p]).astype(np.int16), p)

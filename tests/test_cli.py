@@ -18,7 +18,7 @@ from audio.voices.factory import make_voice
 from hall.config import parse_config
 from reader.poems import poem
 
-from .audio_capture import OwnNullSink, Recorder, holes
+from .audio_capture import OwnNullSink, Recorder, holes_from_first_sound
 
 YOMITE = str(Path(sys.executable).parent / "yomite")
 CACHE = "/tmp/yomite-test-cache"
@@ -146,7 +146,7 @@ def test_play_reads_a_match_through_the_speakers(tmp_path):
         assert "finished" in p.stdout and "2/2 shimo" in p.stdout
         cap = rec.capture
         assert cap is not None
-        found = holes(cap.raw[np.flatnonzero(cap.raw)[0]:], want)
+        found = holes_from_first_sound(cap.raw, want)
         if not found:
             return
         print(f"attempt {attempt}: the sound server ran dry {found}; again")

@@ -32,7 +32,7 @@ from audio.output.filesink import FileSink, to_int16
 from audio.output.portaudio import list_devices
 from audio.output.process import ProcessSink
 from reader.clock import ManualClock
-from tests.audio_capture import Hole, OwnNullSink, Recorder, holes, recorded
+from tests.audio_capture import OwnNullSink, Recorder, holes_from_first_sound, recorded
 
 RATE = 48000
 BLOCK = 256
@@ -151,25 +151,8 @@ async def retrying_holes(scenario: Callable[[int, list[int]], Awaitable[None]],
                   "ran dry: the machine is busy); again")
 
 
-def late_start(captured: np.ndarray, expected: np.ndarray, window: int = 64) -> int:
-    """How many frames into the plan the capture's first sound is: 0 when the first clip was
-    heard from its first sample. A machine that stalled longer than the lead a clip was sent
-    with (50 ms) has the sink start it late, at the right sample for the time (as it must):
-    its first frames are never heard, like a hole at the start, which comparing from the
-    capture's first sound would otherwise take for a wrong sample."""
-    head = captured[:window]
-    if len(head) < window or np.array_equal(head, expected[:window]):
-        return 0
-    for k in np.flatnonzero(expected == head[0]):
-        if np.array_equal(expected[k : k + window], head):
-            return int(k)
-    return 0  # not found: the comparison names the wrong sample
-
-
 def check_holes(captured: np.ndarray, expected: np.ndarray, dropped: list[int]) -> None:
-    start = int(np.flatnonzero(captured)[0])
-    late = late_start(captured[start:], expected)
-    found = ([Hole(0, 0, late)] if late else []) + holes(captured[start:], expected[late:])
+    found = holes_from_first_sound(captured, expected)
     dropped[0] = sum(h.inserted + h.missing for h in found)
     assert not found, (f"frames never heard: {found} (the sound server ran dry, which PortAudio "
                        "does not always report, or the machine stalled past a clip's lead)")
