@@ -1,5 +1,7 @@
 """The tournament desk's settings (`desk` in config.yaml; hall/config.py assembles the file)."""
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -17,3 +19,8 @@ class DeskConfig(BaseModel):
     rounds: int = Field(6, ge=1, le=20)  # preliminary rounds of a new tournament
     max_upload_kb: int = Field(1024, ge=1, le=65536)  # a CSV or JSON file sent to the desk
     long_poll_s: float = Field(25.0, ge=1, le=120)  # a live page's wait for the next change
+    # Rule 2: in round 1 and the final the players shuffle, split the cards, play janken and
+    # choose after the bow. In these rounds the desk's start reads 「礼」 alone and the reader
+    # waits; 「札を覚えてください」 follows when the desk (or the console) says the mats are
+    # ready. "every_round": wait in every round; "never": 礼, then at once the memorisation.
+    ready_after_bow: Literal["first_and_final", "every_round", "never"] = "first_and_final"

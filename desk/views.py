@@ -8,7 +8,7 @@ from typing import Any
 from .checks import Flag, cards_read, complete, flags, round_flags, started
 from .model import Match, Player, Result, Round, Tournament
 from .standings import final_by_lottery, final_places, lottery, outcomes, standings
-from .tournament import mats_of
+from .tournament import block_mats, mats_of
 
 
 def _result(r: Result | None) -> dict[str, Any] | None:
@@ -134,6 +134,7 @@ def next_mats(t: Tournament, block: str) -> dict[str, Any] | None:
 def desk_view(t: Tournament) -> dict[str, Any]:
     lots = lottery(t.lottery_seed, t.players)
     mats = mats_of(t)
+    every = block_mats(t)
     return {
         "id": t.id, "name": t.name, "day": t.day, "version": t.version,
         "created_at": t.created_at,
@@ -146,6 +147,7 @@ def desk_view(t: Tournament) -> dict[str, Any]:
                     for p in t.players],
         "blocks": [{"name": b.name, "channel": b.channel, "colours": list(b.colours),
                     "first_mat": b.first_mat, "mats": list(mats[b.name]),
+                    "all_mats": list(every[b.name]),
                     "players": sum(1 for p in t.players_of(b.name)
                                    if p.withdrawn_round is None),
                     "next": next_step(t, b.name),

@@ -32,7 +32,7 @@ from hall.hall import Hall
 from hall.inbox import PrepareMatch
 from hall.states import RefereeView
 from reader.errors import ReaderError
-from reader.events import Close, ExtraCard, Start
+from reader.events import Bow, Close, ExtraCard, Start
 from reader.programme import Phase
 
 log = logging.getLogger("yomite.desk")
@@ -171,6 +171,7 @@ class Desk:
                 "paused": m is not None and m.paused, "card": m.card if m else None,
                 "cards_total": m.cards_total if m else None,
                 "holds": [h.name for h in m.holds] if m else [],
+                "bowed": bool(m and m.bowed),
                 "recovered": bool(rt.recovered)}
 
     async def start_round(self, tid: str, number: int, blocks: Sequence[str] | None,
@@ -229,11 +230,17 @@ class Desk:
             await self.change(tid, partial(_start, block=r.block, number=number, channel=ch,
                                            at=at, again=again))
         t = self.get(tid)
-        item = PrepareMatch(colors=(rounds[0].colour,), seed=None,
-                            overrides={"cards": t.settings.cards})
+        colour = rounds[0].colour
+        waits = self.waits_after_bow(rounds[0])
         try:
-            await svc.apply(item)
-            await svc.apply(Start())
+            if not self._bowed_for(svc, colour, t.settings.cards):
+                await svc.apply(PrepareMatch(colors=(colour,), seed=None,
+                                             overrides={"cards": t.settings.cards}))
+                mv = svc.operator_view().match
+                if waits and mv is not None and mv.snapshot.calls.get("bow_call"):
+                    await svc.apply(Bow())  # 礼 alone: the players shuffle and choose
+            if not waits:
+                await svc.apply(Start())
         except ReaderError as e:
             for r in rounds:
                 await self.change(tid, partial(_undo, block=r.block, number=number,
@@ -253,7 +260,55 @@ class Desk:
         log.info("desk %s: round %d of %s read on channel %s (seed %d, %s)", tid, number,
                  ", ".join(r.block for r in rounds), ch, seed, journal)
         return {"channel": ch, "blocks": [r.block for r in rounds], "seed": seed,
-                "journal": journal}
+                "journal": journal, "waits_after_bow": waits}
+
+    def waits_after_bow(self, r: Round) -> bool:
+        """Whether starting round `r` reads 「礼」 alone and waits for the mats (rule 2)."""
+        when = self.config.desk.ready_after_bow
+        return when == "every_round" or (when == "first_and_final" and (r.number == 1
+                                                                         or r.final))
+
+    @staticmethod
+    def _bowed_for(svc: ChannelService, colour: str, cards: int) -> bool:
+        """A match the console prepared in the round's colour and length and bowed on (「礼」
+        said from the console, the players waiting): the round is read on it, not on a new
+        match that would say 礼 again."""
+        mv = svc.operator_view().match
+        m = mv.snapshot if mv is not None else None
+        return (m is not None and m.phase is Phase.READY and m.bowed
+                and m.colors == (colour,) and m.cards_planned == cards)
+
+    async def memorise(self, tid: str, number: int, blocks: Sequence[str] | None) -> list[str]:
+        """Rule 4: the mats are ready: each channel of the round whose match waits after the
+        bow reads 「札を覚えてください」 and goes on. Returns the channels told."""
+        t = self.get(tid)
+        rounds = [r for r in t.rounds if r.number == number
+                  and (blocks is None or r.block in blocks)]
+        if not rounds:
+            raise NotFound(f"round {number} is not paired", "")
+        told: list[str] = []
+        for r in rounds:
+            state = self.reading_state(r)
+            if (not state or state["state"] != "live" or r.reading is None
+                    or state.get("phase") is not Phase.READY):
+                continue
+            ch = r.reading.channel
+            if ch in told:
+                continue
+            svc = self._channel(ch)
+            assert svc is not None
+            try:
+                await svc.apply(Start())
+            except ReaderError as e:
+                raise Conflict(f"channel {ch}: {e}", "",
+                               params={"why": "not_waiting", "channel": ch, "round": number}
+                               ) from None
+            told.append(ch)
+        if not told:
+            raise Conflict(f"no channel of round {number} is waiting after the bow",
+                           "start the round first",
+                           params={"why": "nothing_waiting", "round": number})
+        return told
 
     async def extra_card(self, tid: str, number: int, block: str) -> Tournament:
         """Read one more card on the round's channel (a final's tie)."""

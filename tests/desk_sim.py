@@ -86,13 +86,25 @@ class Desk:
     def referee_of(self, mat: int) -> dict[str, str]:
         return next(r["headers"] for r in self.referees.values() if mat in r["mats"])
 
-    def wait_channels(self, channels: list[str], phase: str, timeout: float = 120) -> None:
+    def start_round(self, number: int, **body: Any) -> Any:
+        """Start round `number`; where its channels read 礼 alone and wait (round 1 and the
+        final, rule 2), say the mats are ready once the bow is over (札を覚えてください)."""
+        out = self.call("POST", self.t(f"/rounds/{number}/start"), json=body or None)
+        waiting = [s["channel"] for s in out["started"] if s["waits_after_bow"]]
+        if waiting:
+            self.wait_channels(waiting, "ready", bowed=True)
+            told = self.call("POST", self.t(f"/rounds/{number}/memorise"), json={})
+            assert sorted(told["memorising"]) == sorted(waiting), told
+        return out
+
+    def wait_channels(self, channels: list[str], phase: str, timeout: float = 120,
+                      bowed: bool = False) -> None:
         deadline = time.monotonic() + timeout
         left = set(channels)
         while left and time.monotonic() < deadline:
             for ch in list(left):
                 m = self.call("GET", f"/api/channels/{ch}")["match"]
-                if m and m["phase"] == phase:
+                if m and m["phase"] == phase and (m["bowed"] or not bowed):
                     left.discard(ch)
             time.sleep(0.1)
         assert not left, f"channels {left} did not reach {phase}"

@@ -80,6 +80,18 @@ def wait_phase(c, ch, phase, timeout=60):
     raise AssertionError(f"channel {ch} never reached {phase}: {m}")
 
 
+def memorise(c, number: int, channels: list[str]) -> None:
+    """Round `number`'s channels have read 礼 alone (rule 2): once the bow is over, say the
+    mats are ready; each goes on with 札を覚えてください."""
+    for ch in channels:
+        m = wait_phase(c, ch, "ready")
+        assert m["bowed"], m
+    r = c.post(f"/api/tournaments/t1/rounds/{number}/memorise", headers=OP)
+    assert r.status_code == 200 and sorted(r.json()["memorising"]) == channels, r.text
+    for ch in channels:
+        assert c.get(f"/api/channels/{ch}", headers=OP).json()["match"]["phase"] != "ready"
+
+
 NEVER_USED = """
 import sys
 from pathlib import Path
@@ -191,7 +203,10 @@ def test_a_round_is_read_on_its_blocks_channel_and_referees_enter_their_mats(cli
     assert state["seed"] == started["a"]["seed"]
     live = {x["block"]: x["live"] for x in client.get("/api/tournaments/t1",
                                                        headers=OP).json()["rounds"]}
-    assert live["A"]["state"] == "live" and live["A"]["phase"] != "ready"
+    assert live["A"]["state"] == "live"
+    # rule 2: round 1 reads 礼 alone, then waits while the players shuffle and choose
+    assert all(s["waits_after_bow"] for s in started.values())
+    memorise(client, 1, ["a", "b"])
     # starting again while it is read is refused, naming the channel
     r = client.post("/api/tournaments/t1/rounds/1/start", json={"blocks": ["A"]}, headers=OP)
     assert r.status_code == 409 and "already being read on channel a" in r.json()["detail"]
@@ -232,6 +247,32 @@ def test_a_round_is_read_on_its_blocks_channel_and_referees_enter_their_mats(cli
     hist = client.get("/api/tournaments/t1/history", headers=OP).json()
     assert [h["by"].split()[0] for h in hist] == ["referee", "referee", "operator"]
     assert hist[2]["before"]["cards"][:2] == [0, 1] and hist[2]["at"]
+
+
+def test_a_bow_said_from_the_console_is_the_rounds_not_read_again(client):
+    """Issue 22 item 4: the console prepared the round's match and said 礼; the players are
+    shuffling. The desk's start reads the round on that match (its seed, its one 礼) and
+    waits; 札を覚えてください follows from the desk."""
+    setup_tournament(client, n=4, blocks=1)
+    rd = client.post("/api/tournaments/t1/rounds", headers=OP).json()["rounds"][0]
+    r = client.post("/api/channels/a/match", headers=OP, json={
+        "colors": [rd["colour"]], "overrides": {"cards": 2}})
+    assert r.status_code == 200, r.text
+    assert client.post("/api/channels/a/match/bow", headers=OP).status_code == 200
+    bowed = wait_phase(client, "a", "ready")
+    assert bowed["bowed"]
+    before = client.get("/api/channels/a/matches", headers=OP).json()
+    r = client.post("/api/tournaments/t1/rounds/1/start", headers=OP)
+    assert r.status_code == 200, r.text
+    assert r.json()["started"][0]["seed"] == bowed["seed"], "the console's match, kept"
+    assert r.json()["started"][0]["waits_after_bow"]
+    m = client.get("/api/channels/a", headers=OP).json()["match"]
+    assert (m["phase"], m["bowed"], m["seed"]) == ("ready", True, bowed["seed"])
+    memorise(client, 1, ["a"])
+    # no new match was prepared (it would have said 礼 again): the console's is the round's
+    after = client.get("/api/channels/a/matches", headers=OP).json()
+    assert [x["id"] for x in after] == [x["id"] for x in before]
+    assert after[0]["current"] and after[0]["seed"] == bowed["seed"]
 
 
 def test_a_channel_that_is_busy_refuses_the_round_and_the_round_can_start_later(client):
@@ -280,6 +321,7 @@ def test_export_import_files_and_printouts(client):
     setup_tournament(client, n=7, blocks=1)
     client.post("/api/tournaments/t1/rounds", headers=OP)
     assert client.post("/api/tournaments/t1/rounds/1/start", headers=OP).status_code == 200
+    memorise(client, 1, ["a"])
     wait_phase(client, "a", "finished")
     for mat, m in matches(client, 1).items():
         cards = {str(p["no"]): int(i == 0) for i, p in enumerate(m["players"])}

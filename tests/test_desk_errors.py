@@ -130,9 +130,15 @@ def test_a_wrong_mat_assignment_names_the_mat_and_why_and_keeps_the_typing(serve
 
 
 def test_a_flag_and_a_step_out_of_order_are_said_in_japanese(server, browser, desks):
+    """Items 1 and 2: a withdrawal after pairing is flagged in Japanese, the round cannot
+    start (the refusal says to press 組み直す), 組み直す seats the players active now; another
+    block's pairing is undone with two presses of 取り消す; once the round has started,
+    putting the player back is a step out of order, said in Japanese."""
     d = drawn(server, "order", desks)
     d.call("POST", d.t("/rounds"), json={})
-    paired = d.view()["rounds"][0]["matches"][0]["players"][0]
+    r0 = d.view()["rounds"][0]
+    block, paired = r0["block"], r0["matches"][0]["players"][0]
+    other = next(r["block"] for r in d.view()["rounds"] if r["block"] != block)
     d.call("PATCH", d.t(f"/players/{paired['no']}"), json={"withdrawn": True})
     errors: list[str] = []
     page = desk_page(browser, server, "order", errors)
@@ -143,13 +149,35 @@ def test_a_flag_and_a_step_out_of_order_are_said_in_japanese(server, browser, de
     assert paired["name"] in text and "組み合わせを作り直してください" in text, text
     assert english_in(text) == [], text
 
-    # the round starts with the withdrawn player still paired (item 1's business); putting
-    # the player back is then a step out of order (409): why, and what to do, in Japanese
+    # Start is refused while the round seats a withdrawn player, naming the button
+    page.click("#start-round")
+    said = toast(page, "組み直す")
+    assert paired["name"] in said and f"{block} ブロック" in said, said
+    assert english_in(said) == [], said
+    assert all(r["reading"] is None for r in d.view()["rounds"])
+    card = page.locator(f"#rounds .round[data-block={block}]")
+    card.locator("button.pair-again").click()
+    expect(flag).to_have_count(0)
+    seated = {p["no"] for r in d.view()["rounds"] if r["block"] == block
+              for m in r["matches"] for p in m["players"]}
+    assert paired["no"] not in seated and seated
+
+    # the other block's pairing undone: the first press arms, the second undoes
+    undo = page.locator(f"#rounds .round[data-block={other}] button.unpair")
+    undo.click()
+    expect(undo).to_contain_text("もう一度押すと")
+    assert any(r["block"] == other for r in d.view()["rounds"])
+    undo.click()
+    expect(page.locator(f"#rounds .round[data-block={other}] button.unpair")).to_have_count(0)
+    assert [r["block"] for r in d.view()["rounds"]] == [block]
+
+    # the round starts; putting the player back is then a step out of order (409): why, and
+    # what to do, in Japanese
     d.call("POST", d.t("/rounds/1/start"), json={})
     page.click("#tabs [data-tab=entries]")
     page.locator(f"#players tr[data-no='{paired['no']}'] button").click()
-    said = toast(page)
-    assert paired["name"] in said and "途中参加" in said, said
+    said = toast(page, "途中参加")
+    assert paired["name"] in said, said
     assert english_in(said) == [], said
     assert errors == []
     page.context.close()
@@ -211,3 +239,18 @@ def test_a_flag_carries_the_players_name_and_number(server, desks):
     d.call("PATCH", d.t(f"/players/{p['no']}"), json={"withdrawn": True})
     f = next(f for f in d.view()["flags"] if f["code"] == "withdrawn_paired")
     assert f["params"] == {"player": p["no"], "name": p["name"]}
+    # item 1: no start and no result until the round is paired again, by default only the
+    # flagged block's (the other keeps its pairing)
+    r = d.c.post(d.t("/rounds/1/start"), headers=server.op, json={})
+    assert r.status_code == 409 and r.json()["error"] == "out_of_order", r.text
+    assert r.json()["params"] == {"why": "pairing_stale", "block": f["block"], "round": 1,
+                                  "names": p["name"]}
+    before = {x["block"]: x["matches"] for x in d.view()["rounds"]}
+    v = d.call("POST", d.t("/rounds/1/pair-again"), json={})
+    after = {x["block"]: x["matches"] for x in v["rounds"]}
+    assert p["no"] not in {q["no"] for m in after[f["block"]] for q in m["players"]}
+    assert all(after[b] == before[b] for b in after if b != f["block"])
+    assert not [x for x in v["flags"] if x["code"] == "withdrawn_paired"]
+    r = d.c.post(d.t("/rounds/1/pair-again"), headers=server.op, json={})
+    assert r.status_code == 409 and r.json()["params"] == {
+        "why": "nothing_to_pair_again", "round": 1}, r.text

@@ -125,7 +125,7 @@ def test_a_referee_cannot_enter_a_mat_that_another_channel_reads(server, desk):
     d.call("PATCH", d.t("/blocks/A"), json={"first_mat": 11})
     d.call("PATCH", d.t("/blocks/B"), json={"first_mat": 1})
     v = d.call("POST", d.t("/rounds"))
-    d.call("POST", d.t("/rounds/1/start"))
+    d.start_round(1)
     at1 = next(m for r in v["rounds"] if r["block"] == "B" for m in r["matches"]
                if m["mat"] == 1)
     cards = {str(p["no"]): i for i, p in enumerate(at1["players"])}
@@ -142,14 +142,14 @@ def test_a_final_is_locked_once_the_desk_confirms_it(server, desk):
     tournament(d, "fin", 4, channels=["d"], rounds=1)
     d.join_referees()
     v = d.call("POST", d.t("/rounds"))
-    d.call("POST", d.t("/rounds/1/start"))
+    d.start_round(1)
     d.wait_channels(["d"], "finished")
     for m in v["rounds"][0]["matches"]:
         nos = [str(p["no"]) for p in m["players"]]
         d.call("PUT", d.t(f"/rounds/1/mats/{m['mat']}"), headers=d.referee_of(m["mat"]),
                json={"cards": {nos[0]: 1, nos[1]: 0}})
     final = next(r for r in d.call("POST", d.t("/final"))["rounds"] if r["final"])
-    d.call("POST", d.t("/rounds/2/start"))
+    d.start_round(2)
     d.wait_channels(["d"], "finished")
     m = final["matches"][0]
     a, b = (str(p["no"]) for p in m["players"])

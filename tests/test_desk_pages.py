@@ -88,6 +88,24 @@ def test_the_desk_starts_a_round_a_referee_enters_a_result_and_the_projector_cha
         box.fill("1,2")
         desk.locator("#referees button", has_text="割り当て").first.click()
         expect(desk.locator("#referees input[data-referee]").first).to_have_value("1,2")
+        # item 7: the tab shows each channel's PIN and join QR code, and the mats no referee
+        # watches; one press deals them out to the referees without mats
+        chan = desk.locator("#referees .round[data-channel=a]")
+        expect(chan.locator(".pin b")).to_have_text(pin)
+        expect(chan.locator(".qr svg")).to_have_count(1)
+        assert f"/referee/a?pin={pin}" in (chan.locator(".qr").get_attribute("data-url") or "")
+        a_mats = next(b for b in d.view()["blocks"] if b["channel"] == "a")["all_mats"]
+        left = [m for m in a_mats if m not in (1, 2)]
+        expect(chan.locator(".unwatched")).to_contain_text(
+            "審判のいないマット: " + ", ".join(map(str, left)))
+        second = d.call("POST", "/api/channels/a/referees", headers={},
+                        json={"pin": pin, "name": "審判 二"})["referee"]
+        desk.click("#tabs [data-tab=referees]")  # a referee joining changes no tournament
+        expect(chan.locator("li")).to_have_count(2)
+        chan.locator("button.share-mats").click()
+        expect(chan.locator(".unwatched")).to_have_text("どのマットにも審判がいます")
+        mine = {r["referee"]: r["mats"] for r in d.view()["referees"]}
+        assert mine[second] == left[:2], mine
 
         projector = open_page(browser, f"{server.base}/standings/day", errors, phone=False)
         expect(projector.locator(".block")).to_have_count(2)
@@ -99,8 +117,14 @@ def test_the_desk_starts_a_round_a_referee_enters_a_result_and_the_projector_cha
         expect(projector.locator(".block[data-block=A] .moves div")).to_have_count(6)
         shot(projector, "desk-standings-projector-moves")
         desk.click("#start-round")
-        expect(desk.locator("#rounds .round[data-block=A] .state")).to_have_attribute(
-            "data-state", re.compile("reading|finished"))
+        # rule 2: round 1 reads 礼 alone, then waits while the players shuffle, play janken
+        # and choose; the desk says 札を覚えてください when the mats are ready (issue 22 item 4)
+        state = desk.locator("#rounds .round[data-block=A] .state")
+        expect(state).to_have_attribute("data-state", "ready", timeout=30_000)
+        expect(state).to_contain_text("じゃんけん")
+        assert d.call("GET", "/api/channels/a")["match"]["bowed"]
+        desk.locator("#rounds .round[data-block=A] button.memorise").click()
+        expect(state).to_have_attribute("data-state", re.compile("reading|finished"))
         expect(projector.locator(".block[data-block=A] .reading")).to_be_visible()
         m = d.call("GET", "/api/channels/a")["match"]
         assert m["colors"] == ["blue"] and m["phase"] != "ready"

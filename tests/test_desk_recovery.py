@@ -57,7 +57,7 @@ def test_kill_9_during_a_round_during_result_entry_and_during_a_start(tmp_path):
         d.call("POST", d.t("/blocks/draw"), json={"blocks": 2, "seed": 1})
         d.join_referees()
         d.call("POST", d.t("/rounds"))
-        d.call("POST", d.t("/rounds/1/start"))
+        d.start_round(1)
         d.wait_channels(CHANNELS, "reading")
         matches = [m for r in d.view()["rounds"] for m in r["matches"]]
         first = matches[0]

@@ -241,6 +241,88 @@ def test_withdrawal_and_late_entry_take_effect_from_the_first_round_not_started(
     assert 1 not in seated and late.no in seated and len(seated) == 6
 
 
+def test_a_round_paired_before_a_withdrawal_or_late_entry_starts_only_once_paired_again():
+    """Issue 22 item 1: the round cannot be read, nor take a result, while it seats a withdrawn
+    player or leaves out a late one (its flags vanish once it starts, and the mistake with
+    them); pairing it again seats the players active now."""
+    t = two_block_tournament(6)
+    t = ops.apply(t, ops.pair_next(t, "A", "now"))
+    t = ops.apply(t, ops.withdraw(t, 1))
+    t = ops.apply(t, ops.add_players(t, [Entry("遅刻", club="c9")], late=True))
+    late = t.players[-1].no
+    with pytest.raises(Conflict, match="paired before a withdrawal") as no:
+        ops.start_reading(t, "A", 1, "main", "now")
+    assert no.value.params["why"] == "pairing_stale"
+    assert no.value.params["names"] == "選手1, 遅刻"
+    # a block read by a person: the desk's result is refused the same way
+    m = t.rounds_of("A")[0].matches[0]
+    by_hand = ops.apply(t, ops.change_block(t, "A", channel=None))
+    with pytest.raises(Conflict, match="pair it again first"):
+        ops.record_result(by_hand, 1, m.mat, dict.fromkeys(m.players, 1), None, "operator",
+                          "now")
+    changes = ops.pair_again(t, "A", 1, "now")
+    assert [type(c).__name__ for c in changes] == ["RoundRemoved", "RoundPaired"]
+    for c in changes:
+        t = ops.apply(t, c)
+    seated = [p for m in t.rounds_of("A")[0].matches for p in m.players]
+    assert 1 not in seated and late in seated and len(seated) == len(set(seated)) == 6
+    assert not {f.code for f in round_flags(t, t.rounds_of("A")[0])} & set(ops.STALE)
+    t = read(t, "A", 1)  # now it starts
+    # once started, a withdrawal takes effect from the next round: the match goes on
+    t = ops.apply(t, ops.withdraw(t, late))
+    assert t.player(late).withdrawn_round == 2
+    # a started round is never paired again
+    with pytest.raises(Conflict, match="has started"):
+        ops.pair_again(t, "A", 1, "now")
+
+
+def test_a_finalist_who_withdraws_before_the_final_starts_gives_way_to_the_next():
+    t = two_block_tournament(6, rounds=1)
+    t = play(t, lambda ps: [9 - i for i in range(len(ps))])
+    t = ops.apply(t, ops.pair_final(t, "A", "now"))
+    first, second = t.rounds_of("A")[-1].matches[0].players
+    t = ops.apply(t, ops.withdraw(t, first))
+    with pytest.raises(Conflict, match="pair it again first"):
+        ops.start_reading(t, "A", t.final_round, "main", "now")
+    for c in ops.pair_again(t, "A", t.final_round, "now"):
+        t = ops.apply(t, c)
+    now = t.rounds_of("A")[-1]
+    assert now.final and first not in now.matches[0].players
+    assert second in now.matches[0].players
+    read(t, "A", t.final_round)
+
+
+def test_a_late_entry_that_needs_one_more_mat_gets_one_after_every_block():
+    """Issue 22 item 3: block A's two late entries make six matches where A has five mats
+    (B's begin at 6): the sixth takes mat 21, after D's last; no block's mats move, so B's
+    referee keeps mat 6 and the mat of the new match is A's to assign."""
+    t = Tournament("t", "大会", settings=Settings(rounds=2, cards=17), lottery_seed=5,
+                   pairing_seed=9)
+    t = ops.apply(t, ops.add_players(t, [Entry(f"選手{i}", club=f"c{i % 5}")
+                                         for i in range(1, 41)]))
+    t = ops.apply(t, ops.draw_blocks(t, 4, Method.RANDOM, 1, ["a", "b", "c", "d"]))
+    assert [b.first_mat for b in t.blocks] == [1, 6, 11, 16]
+    t = ops.apply(t, ops.assign_referee(t, "rb", "審判B", "b", [6, 7]))
+    t = ops.apply(t, ops.add_players(t, [Entry("遅刻1", block="A"), Entry("遅刻2", block="A")],
+                                     late=True))
+    for b in "ABCD":
+        t = ops.apply(t, ops.pair_next(t, b, "now"))
+    mats = {b: [m.mat for m in t.rounds_of(b)[0].matches] for b in "ABCD"}
+    assert mats == {"A": [1, 2, 3, 4, 5, 21], "B": [6, 7, 8, 9, 10],
+                    "C": [11, 12, 13, 14, 15], "D": [16, 17, 18, 19, 20]}
+    assert any("extra mats: 21" in n for n in t.rounds_of("A")[0].notes)
+    assert ops.mats_of(t)["B"] == (6, 10)
+    assert next(r for r in t.referees if r.referee == "rb").mats == (6, 7)
+    t = ops.apply(t, ops.assign_referee(t, "ra", "審判A", "a", [5, 21]))
+    with pytest.raises(Invalid, match="mat 21 is block A's"):
+        ops.assign_referee(t, "rb", "審判B", "b", [6, 21])
+    # a second late round of more matches than mats reuses A's mat 21, then 22
+    t = ops.apply(t, ops.add_players(t, [Entry("遅刻3", block="B"), Entry("遅刻4", block="B")],
+                                     late=True))
+    assert ops.free_mats(t, "B", 6) == [6, 7, 8, 9, 10, 22]
+    assert ops.free_mats(t, "A", 6) == [1, 2, 3, 4, 5, 21]
+
+
 # ---------------------------------------------------------------------- entries CSV
 def test_entries_csv_in_japanese_excel_shift_jis_with_every_bad_line_named():
     text = "氏名,ふりがな,所属,学年,ブロック\n山田　太郎 ,ﾔﾏﾀﾞ,東小,５,a\n鈴木花子,すずき,西小,6,\n"

@@ -1,5 +1,7 @@
 """A whole tournament day through the API of a real `yomite serve`: 40 entries from a CSV, four
-blocks read on four channels (one block odd after a withdrawal), six rounds paired and read,
+blocks read on four channels (one block odd after a withdrawal), six rounds paired and read
+(after round 3 is paired, a withdrawal and a late entry: the round is refused its start until
+it is paired again, then the withdrawn player plays no more and the late one every round left),
 results from the referees' own tokens, standings checked against an independent computation of
 the rules, and the finals, one of them tied and decided by the channel's extra card."""
 
@@ -26,6 +28,7 @@ pytestmark = pytest.mark.server
 
 TOKEN = "desk-server-operator-token-0123456789"
 ROUNDS = 6
+LATE_ROUND = 3
 
 
 @pytest.fixture(scope="module")
@@ -72,14 +75,31 @@ def tournament_day(d: Desk, server: Server) -> None:
     groups: dict[str, list[tuple[int, ...]]] = {b: [] for b in "ABCD"}
     members = {b: [p["no"] for p in v["players"] if p["block"] == b and p["no"] != out]
                for b in "ABCD"}
+    quit_b = late_c = 0
+    joined: dict[int, int] = {}  # the late entry: the round it was entered before
     for n in range(1, ROUNDS + 1):
         v = d.call("POST", d.t("/rounds"))
+        if n == LATE_ROUND:
+            # issue 22 item 1: after round 3 is paired, a player of block B withdraws and a
+            # late player enters block C: the round cannot start until it is paired again
+            quit_b = next(p["no"] for p in v["players"] if p["block"] == "B")
+            d.call("PATCH", d.t(f"/players/{quit_b}"), json={"withdrawn": True})
+            got = d.call("POST", d.t("/entries"), json={
+                "players": [{"name": "遅刻 太郎", "club": "北小", "block": "C"}], "late": True})
+            late_c = got["added"][0]
+            joined[late_c] = n
+            refused = d.c.post(d.t(f"/rounds/{n}/start"), headers=server.op, json={})
+            assert refused.status_code == 409, refused.text
+            assert refused.json()["params"]["why"] == "pairing_stale"
+            v = d.call("POST", d.t(f"/rounds/{n}/pair-again"), json={})
+            members["B"].remove(quit_b)
+            members["C"].append(late_c)
         rounds = {r["block"]: r for r in v["rounds"] if r["number"] == n}
         assert set(rounds) == set("ABCD")
         for b, r in rounds.items():
             gs = [tuple(p["no"] for p in m["players"]) for m in r["matches"]]
             assert sorted(p for g in gs for p in g) == sorted(members[b]), "everyone, once"
-            assert sum(len(g) == 3 for g in gs) == (1 if b == "D" else 0)
+            assert sum(len(g) == 3 for g in gs) == len(members[b]) % 2
             groups[b] += gs
             assert no_rematches(groups[b]), f"a rematch in block {b} round {n}"
         # the projector's next mats: every player of the round, with the mat of its match
@@ -88,7 +108,9 @@ def tournament_day(d: Desk, server: Server) -> None:
             seats = {s["no"]: s["mat"] for s in blk["next_mats"]["seats"]}
             for m in rounds[blk["name"]]["matches"]:
                 assert all(seats[p["no"]] == m["mat"] for p in m["players"])
-        started = d.call("POST", d.t(f"/rounds/{n}/start"))["started"]
+        started = d.start_round(n)["started"]
+        # rule 2: round 1 waited after 礼 for the shuffle and janken; later rounds did not
+        assert all(s["waits_after_bow"] == (n == 1) for s in started), started
         assert sorted(s["channel"] for s in started) == CHANNELS
         seeds = {s["channel"]: s["seed"] for s in started}
         for ch in CHANNELS:
@@ -122,12 +144,20 @@ def tournament_day(d: Desk, server: Server) -> None:
     pub = d.call("GET", d.t("/public"), headers={})
     for blk in pub["blocks"]:
         b = blk["name"]
-        want = expected_standings(played[b], members[b], lots)
+        everyone = members[b] + ([quit_b] if b == "B" else [])
+        want = [x for x in expected_standings(played[b], everyone, lots) if x[0] != quit_b]
         shown = [(s["no"], s["wins"], s["cards"]) for s in blk["standings"] if not s["withdrawn"]]
         assert shown == want, b
-        assert all(s["played"] == ROUNDS for s in blk["standings"] if not s["withdrawn"])
+        for s in blk["standings"]:
+            n_played = sum(s["no"] in ps for ps, _ in played[b])
+            if s["no"] == out:  # withdrawn before round 1
+                assert s["withdrawn"] and n_played == 0 == s["played"]
+            elif s["no"] == quit_b:  # no match from the round paired again on
+                assert s["withdrawn"] and n_played == LATE_ROUND - 1 == s["played"]
+            else:  # the late player: every round from the one he joined
+                assert s["played"] == n_played == ROUNDS + 1 - joined.get(s["no"], 1), s
     csv = d.call("GET", d.t("/standings.csv"), headers={})
-    assert len(csv.strip().splitlines()) == 41
+    assert len(csv.strip().splitlines()) == 42
 
     # finals: the top two of each block; block A's final is tied and read one more card
     v = d.call("POST", d.t("/final"))
@@ -135,7 +165,7 @@ def tournament_day(d: Desk, server: Server) -> None:
     for b, r in finals.items():
         top = [s["no"] for s in v["standings"][b] if not s["withdrawn"]][:2]
         assert [p["no"] for p in r["matches"][0]["players"]] == top
-    d.call("POST", d.t(f"/rounds/{ROUNDS + 1}/start"))
+    assert all(s["waits_after_bow"] for s in d.start_round(ROUNDS + 1)["started"])
     d.wait_channels(CHANNELS, "finished")
     winners = {}
     for b, r in finals.items():

@@ -120,6 +120,11 @@ class RoundClosed(Open):
     tournament: DeskView
 
 
+class RoundMemorising(Open):
+    memorising: list[str] = Field(description="the channels told to read 札を覚えてください")
+    tournament: DeskView
+
+
 class MatResult(Open):
     """A mat's match after a result: the match as in the round's view, with its round."""
 

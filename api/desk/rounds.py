@@ -14,6 +14,7 @@ from api.deps import Op, Who
 from api.desk.answers import (
     DeskView,
     RoundClosed,
+    RoundMemorising,
     RoundStarted,
     RoundView,
 )
@@ -34,7 +35,7 @@ from api.desk.models import (
     StartRound,
 )
 from desk import tournament as ops
-from desk.checks import complete
+from desk.checks import complete, round_flags
 from desk.entries import write_csv
 from desk.errors import Conflict, NotFound
 from desk.model import Tournament
@@ -142,6 +143,37 @@ async def unpair(tid: str, number: int, request: Request, _p: Op,
     return desk_answer(d, await d.change(tid, lambda t: ops.unpair(t, block, number)))
 
 
+@router.post("/{tid}/rounds/{number}/pair-again",
+             summary="Pair a round that has not started again, with the players active now",
+             responses=ERRORS,
+             response_model=DeskView, response_model_exclude_unset=True)
+async def pair_again(tid: str, number: int, request: Request, _p: Op,
+                     body: Blocks | None = None) -> DeskView:
+    """After a withdrawal or a late entry: every named block's round `number` (default: each
+    block whose round `number` was paired before one, and so cannot start)."""
+    d = desk_of(request)
+    at = now_iso()
+
+    def make(t: Tournament) -> list[ops.Change]:
+        rounds = [r for r in t.rounds if r.number == number]
+        if not rounds:
+            raise NotFound(f"round {number} is not paired", "")
+        names = body.blocks if body and body.blocks else [
+            r.block for r in rounds
+            if any(f.code in ops.STALE for f in round_flags(t, r))]
+        if not names:
+            raise Conflict(f"no block's round {number} needs pairing again", "",
+                           params={"why": "nothing_to_pair_again", "round": number})
+        out: list[ops.Change] = []
+        for name in names:
+            for ch in ops.pair_again(t, name, number, at):
+                out.append(ch)
+                t = ops.apply(t, ch)
+        return out
+
+    return desk_answer(d, await d.changes(tid, make))
+
+
 @router.post("/{tid}/rounds/{number}/start",
              summary="Start reading a round: each block's channel match in its colour",
              responses=ERRORS,
@@ -152,6 +184,20 @@ async def start(tid: str, number: int, request: Request, _p: Op,
     t, started = await d.start_round(tid, number, body.blocks if body else None,
                                      again=body.again if body else False)
     return RoundStarted(started=started, tournament=desk_answer(d, t))
+
+
+@router.post("/{tid}/rounds/{number}/memorise",
+             summary="Rule 4: the mats are ready after the bow: read 札を覚えてください",
+             responses=ERRORS,
+             response_model=RoundMemorising, response_model_exclude_unset=True)
+async def memorise(tid: str, number: int, request: Request, _p: Op,
+                   body: Blocks | None = None) -> RoundMemorising:
+    """In round 1 and the final (desk.ready_after_bow) a started round's channels read 礼
+    alone and wait while the players shuffle, play janken and choose (rule 2): this goes on
+    on every named block's channel (default: each one waiting)."""
+    d = desk_of(request)
+    told = await d.memorise(tid, number, body.blocks if body and body.blocks else None)
+    return RoundMemorising(memorising=told, tournament=desk_answer(d, d.get(tid)))
 
 
 @router.post("/{tid}/rounds/{number}/close",

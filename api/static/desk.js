@@ -14,6 +14,9 @@
   let tid = Y.load(TOURNAMENT_KEY);
   let tab = "rounds";
   let polling = 0; // the id of the running long poll (a newer one replaces it)
+  // 取り消す asks for a second press within 5 s: kept here, not on the button, which a new
+  // view replaces
+  let unpairArmed = { key: null, at: 0 };
   const channels = new Map(); // channel name -> Y.Channel
   const channelState = new Map(); // channel name -> its latest state
   const matDrafts = new Map(); // referee id -> the mats typed for it, not yet assigned
@@ -250,7 +253,31 @@
     const box = $("referees");
     const parts = [];
     for (const [ch, refs] of Object.entries(data.channels)) {
-      const blocks = view.blocks.filter((b) => b.channel === ch).map((b) => `${b.name} (${b.mats[0]}–${b.mats[1]})`);
+      const mine = view.blocks.filter((b) => b.channel === ch);
+      const blocks = mine.map((b) => `${b.name} (${matList(b.all_mats)})`);
+      // the mats of the channel's blocks no referee watches, and one press to share them out
+      // two a referee among the joined referees who have none (rule: one referee, two mats)
+      const watched = new Set(data.assigned.flatMap((a) => a.mats));
+      const free = mine.flatMap((b) => b.all_mats).filter((m) => !watched.has(m));
+      const idle = refs.filter((r) => !data.assigned.some((a) => a.referee === r.id && a.mats.length));
+      const share = el("button", { class: "btn small share-mats", type: "button" }, t("share_mats"));
+      share.disabled = !free.length || !idle.length;
+      share.addEventListener("click", act(async () => {
+        let left = free.slice();
+        for (const r of idle) {
+          if (!left.length) break;
+          const mats = left.slice(0, 2);
+          left = left.slice(2);
+          refreshWith(await call("PUT", tp(`/referees/${r.id}`), { mats }));
+          matDrafts.delete(r.id);
+        }
+        renderReferees();
+      }));
+      const unwatched = el("p", { class: free.length ? "unwatched warn-text" : "unwatched muted" },
+        free.length ? t("mats_unwatched", { mats: matList(free) }) : t("mats_all_watched"));
+      const join = el("div", { class: "join", "data-channel": ch },
+        el("span", { class: "pin" }, t("pin"), " ", el("b", {}, "…")), el("div", { class: "qr" }));
+      showJoin(ch, join);
       const items = refs.map((r) => {
         const have = data.assigned.find((a) => a.referee === r.id);
         // what was typed and not yet assigned survives a refused assignment and a redraw
@@ -276,12 +303,54 @@
         }));
         return el("li", {}, el("span", { class: "who" }, r.name, r.connected ? " ●" : ""), " ", input, " ", b);
       });
-      parts.push(el("div", { class: "round" }, el("h3", {}, `${t("channel")}: ${ch}`, " ",
+      parts.push(el("div", { class: "round", "data-channel": ch }, el("h3", {}, `${t("channel")}: ${ch}`, " ",
         el("span", { class: "muted" }, blocks.join(", "))),
+        join,
         el("p", {}, el("a", { href: `/results/${encodeURIComponent(ch)}`, target: "_blank" }, t("results_link"))),
-        items.length ? el("ul", {}, ...items) : el("p", { class: "muted" }, t("not_joined"))));
+        items.length ? el("ul", {}, ...items) : el("p", { class: "muted" }, t("not_joined")),
+        unwatched, share));
     }
     box.replaceChildren(...parts);
+  }
+
+  // `1–5, 21`: mats in words
+  function matList(ms) {
+    const out = [];
+    for (let i = 0; i < ms.length;) {
+      let j = i;
+      while (j + 1 < ms.length && ms[j + 1] === ms[j] + 1) j++;
+      out.push(i === j ? String(ms[i]) : `${ms[i]}–${ms[j]}`);
+      i = j + 1;
+    }
+    return out.join(", ");
+  }
+
+  // each channel's PIN and the QR code of its join link, for the referees to scan from the
+  // desk (fetched once per channel and PIN: the tab is drawn again at every change)
+  const joins = new Map();
+  async function showJoin(ch, box) {
+    try {
+      let j = joins.get(ch);
+      if (!j) {
+        const p = await Y.api("GET", `/api/channels/${encodeURIComponent(ch)}/pin`, { token });
+        const svgText = await (await Y.api("GET", `/api/channels/${encodeURIComponent(ch)}/qr.svg`,
+          { token, raw: true })).text();
+        j = { pin: p.pin, url: p.join_url, svgText };
+        joins.set(ch, j);
+        setTimeout(() => joins.delete(ch), 60_000); // a new PIN from the console shows within a minute
+      }
+      box.querySelector(".pin b").textContent = j.pin;
+      const svg = new DOMParser().parseFromString(j.svgText, "image/svg+xml").documentElement;
+      if (svg.nodeName.toLowerCase() === "svg") {
+        svg.removeAttribute("width");
+        svg.removeAttribute("height");
+        svg.setAttribute("aria-hidden", "true");
+        const q = box.querySelector(".qr");
+        q.replaceChildren(document.importNode(svg, true), el("a", { href: j.url, target: "_blank" }, j.url));
+        q.setAttribute("aria-label", `QR: ${j.url}`);
+        q.dataset.url = j.url;
+      }
+    } catch (_e) { /* the channel is not running: no PIN to show */ }
   }
 
   function liveOf(r) {
@@ -295,6 +364,8 @@
       const key = m.paused ? "paused" : (["finished", "closed"].includes(phase) ? "finished"
         : (["ready", "aborted"].includes(phase) ? phase : "reading"));
       const card = m.card ? ` ${t("card_of", { n: m.card, total: m.cards_total })}` : "";
+      // rule 2: after 礼 the reader waits while the players shuffle, play janken and choose
+      if (key === "ready" && m.bowed) return { key, phase, text: t("r_bowed") };
       return { key, phase, text: (m.paused ? t("paused") : t(`phase_${phase}`)) + card };
     }
     return { key: live.state, text: t(`r_${live.state}`) };
@@ -347,6 +418,14 @@
         });
         extra.push(c);
       }
+      if (st.key === "ready") {
+        // rule 4: the mats are ready: 札を覚えてください on this block's reader
+        const go = el("button", { class: "btn small go memorise", type: "button" }, t("memorise_now"));
+        go.addEventListener("click", act(async () => {
+          refreshWith((await call("POST", tp(`/rounds/${r.number}/memorise`), { blocks: [r.block] })).tournament);
+        }));
+        extra.push(go);
+      }
       if (r.confirmed) head.append(el("span", { class: "muted confirmed" }, t("confirmed")));
       else if (r.complete && r.results > 0) {
         // 確定: a final above all (no next round locks it); from then on only the desk edits
@@ -363,12 +442,40 @@
         });
         extra.push(x);
       }
+      extra.push(...pairingControls(r));
       return el("div", { class: "round", "data-block": b.name, "data-round": r.number }, head,
         el("p", { class: "muted" }, stepText(b.next), " · ",
           t("cards_read", { n: r.cards_read }), ...(r.notes.length ? [" · ", r.notes.join("; ")] : [])),
         ...body, ...extra);
     });
     $("rounds").replaceChildren(...cards);
+  }
+
+  // a round paired and not started (the block's latest): pair it again (after a withdrawal
+  // or a late entry it must be, and the button says so) or undo its pairing
+  function pairingControls(r) {
+    if (r.started || view.rounds.some((x) => x.block === r.block && x.number > r.number)) return [];
+    const stale = r.flags.some((f) => f.code === "not_paired" || f.code === "withdrawn_paired");
+    const again = el("button", { class: `btn small pair-again${stale ? " primary" : ""}`, type: "button" },
+      t("pair_again"));
+    again.addEventListener("click", act(async () => {
+      refreshWith(await call("POST", tp(`/rounds/${r.number}/pair-again`), { blocks: [r.block] }));
+    }));
+    const key = `${r.block}/${r.number}`;
+    const armed = () => unpairArmed.key === key && Date.now() - unpairArmed.at < 5000;
+    const undo = el("button", { class: `btn small danger unpair${armed() ? " armed" : ""}`, type: "button" },
+      armed() ? t("unpair_confirm", { block: r.block, round: roundName(r.number) }) : t("unpair"));
+    undo.addEventListener("click", act(async () => {
+      if (!armed()) {
+        unpairArmed = { key, at: Date.now() };
+        render();
+        setTimeout(() => { if (unpairArmed.key === key && !armed()) render(); }, 5100);
+        return;
+      }
+      unpairArmed = { key: null, at: 0 };
+      refreshWith(await call("DELETE", tp(`/rounds/${r.number}?block=${encodeURIComponent(r.block)}`)));
+    }));
+    return [again, undo];
   }
 
   // a flag's detail in the page's language, from its code and figures (the server's detail

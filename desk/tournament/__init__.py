@@ -24,15 +24,17 @@ from .changes import (
     apply,
 )
 from .draw import change_block, draw_blocks
+from .mats import MAX_MAT, block_mats, free_mats
 from .players import add_players, change_settings, edit_player, withdraw
 from .referees import assign_referee, mats_of
 from .results import confirm_round, record_result
 from .rounds import (
-    MAX_MAT,
+    STALE,
     confirm_reading,
     extra_card,
     locate,
     mix,
+    pair_again,
     pair_final,
     pair_next,
     start_reading,
@@ -40,10 +42,11 @@ from .rounds import (
 )
 
 __all__ = [
-    "MAX_MAT", "BlockChanged", "BlocksDrawn", "Change", "PlayerChanged", "PlayersAdded",
-    "ReadingChanged", "RefereeChanged", "ResultRecorded", "RoundConfirmed", "RoundPaired",
-    "RoundRemoved", "SettingsChanged", "add_players", "apply", "assign_referee", "change_block",
-    "change_settings", "confirm_reading", "confirm_round", "draw_blocks", "edit_player",
-    "extra_card", "locate", "mats_of", "mix", "pair_final", "pair_next", "record_result",
+    "MAX_MAT", "STALE", "BlockChanged", "BlocksDrawn", "Change", "PlayerChanged",
+    "PlayersAdded", "ReadingChanged", "RefereeChanged", "ResultRecorded", "RoundConfirmed",
+    "RoundPaired", "RoundRemoved", "SettingsChanged", "add_players", "apply",
+    "assign_referee", "block_mats", "change_block", "change_settings", "confirm_reading",
+    "confirm_round", "draw_blocks", "edit_player", "extra_card", "free_mats", "locate",
+    "mats_of", "mix", "pair_again", "pair_final", "pair_next", "record_result",
     "start_reading", "unpair", "withdraw",
 ]

@@ -14,11 +14,7 @@ from ..model import (
     Tournament,
 )
 from .changes import BlockChanged, BlocksDrawn
-from .rounds import MAX_MAT
-
-
-def groups(n: int) -> int:
-    return n // 2  # pairs, and one 3-player match in place of the last pair when odd
+from .mats import MAX_MAT, groups
 
 
 def draw_blocks(t: Tournament, count: int, method: Method, seed: int,

@@ -10,7 +10,7 @@ from ..model import (
     Tournament,
 )
 from .changes import RefereeChanged
-from .draw import groups
+from .mats import block_mats, mat_list
 
 
 def assign_referee(t: Tournament, referee: str, name: str, channel: str,
@@ -22,7 +22,7 @@ def assign_referee(t: Tournament, referee: str, name: str, channel: str,
     for mat in mine:
         owner = ranges.get(mat)
         if owner is None:
-            known = ", ".join(f"{b} {lo}-{hi}" for b, (lo, hi) in _block_ranges(t).items())
+            known = "; ".join(f"{b} {mat_list(ms)}" for b, ms in block_mats(t).items())
             raise Invalid(f"mat {mat} is no block's", "mats: " + known, code="mat_no_block",
                           params={"mat": mat, "mats": known})
         b = t.block(owner)
@@ -42,20 +42,19 @@ def assign_referee(t: Tournament, referee: str, name: str, channel: str,
     return RefereeChanged(RefereeMats(referee, name, channel, tuple(mine)))
 
 
-def _block_ranges(t: Tournament) -> dict[str, tuple[int, int]]:
-    out: dict[str, tuple[int, int]] = {}
-    for b in t.blocks:
-        size = sum(1 for p in t.players_of(b.name) if p.withdrawn_round is None)
-        used = [m.mat for r in t.rounds_of(b.name) for m in r.matches]
-        hi = max([b.first_mat + max(1, groups(size)) - 1, *used])
-        out[b.name] = (b.first_mat, hi)
-    return out
-
-
 def _mat_ranges(t: Tournament) -> dict[int, str]:
-    return {m: name for name, (lo, hi) in _block_ranges(t).items() for m in range(lo, hi + 1)}
+    return {m: name for name, ms in reversed(block_mats(t).items()) for m in ms}
 
 
 def mats_of(t: Tournament) -> dict[str, tuple[int, int]]:
-    """Each block's mats (first, last)."""
-    return _block_ranges(t)
+    """Each block's mats (first, last) of its own run."""
+    return {name: (ms[0], _run_end(ms)) for name, ms in block_mats(t).items()}
+
+
+def _run_end(ms: tuple[int, ...]) -> int:
+    end = ms[0]
+    for m in ms[1:]:
+        if m != end + 1:
+            break
+        end = m
+    return end

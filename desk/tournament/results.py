@@ -16,7 +16,7 @@ from ..model import (
     Tournament,
 )
 from .changes import ResultRecorded, RoundConfirmed
-from .rounds import locate, round_at
+from .rounds import check_current, locate, round_at
 
 
 def _check_read(t: Tournament, r: Round, m: Match, referee: bool) -> None:
@@ -54,6 +54,7 @@ def record_result(t: Tournament, number: int, mat: int, cards: Mapping[int, int]
                             f"({', '.join(map(str, mine.mats)) if mine else 'none assigned'})",
                             "ask the desk to assign the mat")
     _check_read(t, r, m, referee is not None)
+    check_current(t, r)
     if mine is not None:
         assert r.reading is not None
         if r.reading.channel != mine.channel:

@@ -17,9 +17,8 @@ from ..model import (
 )
 from ..pairing import Entrant, pair_round
 from ..standings import standings
-from .changes import ReadingChanged, RoundPaired, RoundRemoved
-
-MAX_MAT = 999
+from .changes import Change, ReadingChanged, RoundPaired, RoundRemoved, apply
+from .mats import MAX_MAT, block_mats, free_mats
 
 
 def mix(*parts: object) -> int:
@@ -73,8 +72,13 @@ def pair_next(t: Tournament, block: str, at: str) -> RoundPaired:
                     triples[p] = triples.get(p, 0) + 1
     pairing = pair_round([Entrant(p.no, p.club, triples.get(p.no, 0)) for p in active],
                          history, t.settings.rounds - n + 1, mix(t.pairing_seed, block, n))
-    matches = tuple(Match(b.first_mat + i, g) for i, g in enumerate(pairing.groups))
+    mats = free_mats(t, block, len(pairing.groups))
+    matches = tuple(Match(m, g) for m, g in zip(mats, pairing.groups, strict=True))
     notes = []
+    extra = [m for m in mats if m not in block_mats(t)[block]]
+    if extra:
+        notes.append(f"extra mats: {', '.join(map(str, extra))} (more matches than the "
+                     "block's mats)")
     if pairing.rematches:
         notes.append(f"rematches: {pairing.rematches} (no pairing of this round avoids them)")
     if pairing.same_club:
@@ -108,6 +112,32 @@ def pair_final(t: Tournament, block: str, at: str) -> RoundPaired:
     return RoundPaired(r)
 
 
+STALE = ("not_paired", "withdrawn_paired")
+
+
+def check_current(t: Tournament, r: Round) -> None:
+    """A round paired before a withdrawal or a late entry cannot be read or given results
+    until it is paired again: else the withdrawn player stays seated and the late one misses
+    the round without a word (the flags vanish once a round has started)."""
+    stale = [f for f in round_flags(t, r) if f.code in STALE]
+    if stale:
+        names = ", ".join(str(f.params.get("name", "")) for f in stale)
+        raise Conflict(f"round {r.number} of block {r.block} was paired before a withdrawal "
+                       f"or a late entry ({names}): pair it again first",
+                       "pair the round again (pair-again), then start it",
+                       params={"why": "pairing_stale", "block": r.block, "round": r.number,
+                               "names": names})
+
+
+def pair_again(t: Tournament, block: str, number: int, at: str) -> list[Change]:
+    """Undo the round's pairing and pair it anew with the players active now: the round must
+    be the block's latest and not started."""
+    r = round_at(t, block, number)
+    gone = unpair(t, block, number)
+    t = apply(t, gone)
+    return [gone, (pair_final if r.final else pair_next)(t, block, at)]
+
+
 def unpair(t: Tournament, block: str, number: int) -> RoundRemoved:
     r = t.round_of(block, number)
     if r is None:
@@ -130,6 +160,7 @@ def start_reading(t: Tournament, block: str, number: int, channel: str, at: str,
                        f"{r.reading.channel}", "start it again only to read it anew (again)",
                        params={"why": "being_read", "block": block, "round": number,
                                "channel": r.reading.channel})
+    check_current(t, r)
     return ReadingChanged(block, number, Reading(channel, ReadingStatus.STARTING, at))
 
 
