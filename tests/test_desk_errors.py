@@ -82,20 +82,21 @@ def test_a_bad_csv_names_its_line_and_reason_in_japanese_and_the_file_stays(
     page.click("#tabs [data-tab=entries]")
     bad = tmp_path / "entries.csv"
     bad.write_bytes("氏名,所属,学年\n山田 太郎,東小,5\n,西小,6\n鈴木 花子,南小,4\n".encode("cp932"))
-    page.set_input_files("#csv-file", str(bad))
-    page.click("#csv-import")
+    page.set_input_files("#csv-file", str(bad))  # read as soon as it is chosen
     said = toast(page)
     assert "3 行目" in said and "氏名" in said and "空です" in said, said
     assert english_in(said) == [], said
     # the file stays chosen, to import again once corrected; nobody was added
     assert page.eval_on_selector("#csv-file", "e => e.files.length") == 1
     assert d.view()["players"] == []
+    page.eval_on_selector("#toasts", "e => e.replaceChildren()")
+    page.click("#csv-import")  # 読み込む reads the chosen file again
+    expect(page.locator("#toasts .toast", has_text="3 行目")).to_have_count(1)
 
     # a name entered twice: the warning names the lines, in Japanese
     twice = tmp_path / "twice.csv"
     twice.write_text("氏名,所属\n山田 太郎,東小\n山田 太郎,東小\n", "utf-8")
     page.set_input_files("#csv-file", str(twice))
-    page.click("#csv-import")
     said = toast(page, "山田 太郎")
     assert "山田 太郎" in said and "2, 3 行目" in said and english_in(said) == [], said
     expect(page.locator("#players tbody tr")).to_have_count(2)
@@ -175,7 +176,7 @@ def test_a_flag_and_a_step_out_of_order_are_said_in_japanese(server, browser, de
     # what to do, in Japanese
     d.call("POST", d.t("/rounds/1/start"), json={})
     page.click("#tabs [data-tab=entries]")
-    page.locator(f"#players tr[data-no='{paired['no']}'] button").click()
+    page.locator(f"#players tr[data-no='{paired['no']}'] button.withdraw-player").click()
     said = toast(page, "途中参加")
     assert paired["name"] in said, said
     assert english_in(said) == [], said
@@ -254,3 +255,64 @@ def test_a_flag_carries_the_players_name_and_number(server, desks):
     r = d.c.post(d.t("/rounds/1/pair-again"), headers=server.op, json={})
     assert r.status_code == 409 and r.json()["params"] == {
         "why": "nothing_to_pair_again", "round": 1}, r.text
+
+
+def test_a_name_is_corrected_a_second_tournament_opened_and_one_deleted(server, browser, desks):
+    """Issue 22 item 9: a player's name corrected in place (what was typed survives a change
+    the desk receives meanwhile); a second tournament from the bar; a tournament deleted with
+    two presses; the history in this computer's time zone (named), by 本部, never "operator";
+    the blocks' head says 人数, not an unfilled 「{n} 人」."""
+    d = drawn(server, "fix", desks)
+    errors: list[str] = []
+    page = desk_page(browser, server, "fix", errors)
+    page.click("#tabs [data-tab=blocks]")
+    expect(page.locator("#blocks thead")).to_contain_text("人数")
+    assert "{n}" not in page.locator("#blocks thead").inner_text()
+
+    page.click("#tabs [data-tab=entries]")
+    row = page.locator("#players tr[data-no='1']")
+    row.locator("button.edit-player").click()
+    row.locator("input[data-field=name]").fill("山田 訂正")
+    d.call("PATCH", d.t("/players/2"), json={"withdrawn": True})  # the page redraws
+    expect(page.locator("#players tr[data-no='2']")).to_have_class("withdrawn")
+    expect(row.locator("input[data-field=name]")).to_have_value("山田 訂正")
+    row.locator("button.save-player").click()
+    expect(row.locator("td").nth(1)).to_have_text("山田 訂正")
+    assert next(p for p in d.view()["players"] if p["no"] == 1)["name"] == "山田 訂正"
+
+    # a result the desk entered (a block read by a person): the history says 本部
+    block_of_1 = next(p["block"] for p in d.view()["players"] if p["no"] == 1)
+    d.call("PATCH", d.t(f"/blocks/{block_of_1}"), json={"unassign_channel": True})
+    d.call("POST", d.t("/rounds"), json={"blocks": [block_of_1]})
+    m = next(r for r in d.view()["rounds"] if r["block"] == block_of_1)["matches"][0]
+    cards = {str(p["no"]): i for i, p in enumerate(m["players"])}
+    d.call("PUT", d.t(f"/rounds/1/mats/{m['mat']}"), json={"cards": cards})
+    page.click("#tabs [data-tab=files]")
+    hist = page.locator("#history")
+    expect(hist.locator("tr")).to_have_count(2)
+    text = hist.inner_text()
+    assert "本部" in text and "operator" not in text, text
+    zone = page.evaluate("Intl.DateTimeFormat().resolvedOptions().timeZone")
+    assert f"時刻（{zone}）" in text, text
+
+    # a second tournament from the bar
+    page.click("#new-toggle")
+    page.fill("#new-name", "二つ目の大会")
+    page.fill("#new-id", "second")
+    page.click("#new-create")
+    expect(page.locator("#tournament option[value=second]")).to_have_count(1)
+    ids = [x["id"] for x in d.call("GET", "/api/tournaments")]
+    assert "second" in ids and "fix" in ids
+
+    # deleted with two presses: the first only asks
+    page.select_option("#tournament", "second")
+    expect(page.locator("#t-title")).to_contain_text("二つ目の大会")
+    page.click("#tabs [data-tab=files]")
+    page.click("#delete-tournament")
+    expect(page.locator("#delete-tournament")).to_contain_text("もう一度押すと「二つ目の大会」")
+    assert "second" in [x["id"] for x in d.call("GET", "/api/tournaments")]
+    page.click("#delete-tournament")
+    expect(page.locator("#tournament option[value=second]")).to_have_count(0)
+    assert "second" not in [x["id"] for x in d.call("GET", "/api/tournaments")]
+    assert errors == []
+    page.context.close()

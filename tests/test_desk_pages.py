@@ -131,6 +131,12 @@ def test_the_desk_starts_a_round_a_referee_enters_a_result_and_the_projector_cha
         shot(desk, "desk-rounds-desktop")
         expect(desk.locator("#rounds .round[data-block=A] .state")).to_have_attribute(
             "data-state", "finished", timeout=60_000)  # the whole reading, on a busy machine
+        # item 9: one press for rule 18 on every reader that has read its cards (A's; B's
+        # still waits after its bow)
+        expect(desk.locator("#close-all")).to_be_visible()
+        desk.click("#close-all")
+        d.wait_channels(["a"], "closed")
+        assert d.call("GET", "/api/channels/b")["match"]["phase"] == "ready"
 
         # the referee enters mat 1 from its phone: the first player took the card
         link = phone.locator("#results-link")
@@ -139,8 +145,18 @@ def test_the_desk_starts_a_round_a_referee_enters_a_result_and_the_projector_cha
         expect(phone.locator(".mat-card")).to_have_count(2)
         card = phone.locator(".mat-card[data-mat='1']")
         first = d.view()["rounds"][0]["matches"][0]["players"][0]
+        # item 9: an untouched 0-0 is not sent on one press (mat 2: asked, nothing stored)
+        other = phone.locator(".mat-card[data-mat='2']")
+        other.locator(".send").tap()
+        expect(other.locator(".send")).to_contain_text("0 対 0")
+        assert all(m["result"] is None for m in d.view()["rounds"][0]["matches"])
+        # a count is typed on the number pad (or stepped): the sum follows the typing
+        card.locator("input.count").first.fill("1")
+        expect(card.locator(".sum")).to_contain_text("合計 1 /")
+        card.locator("input.count").first.blur()
+        card.locator(".minus").first.tap()
         card.locator(".plus").first.tap()
-        expect(card.locator("output").first).to_have_text("1")
+        expect(card.locator("input.count").first).to_have_value("1")
         shot(phone, "desk-results-phone")
         before = projector.locator("#blocks").get_attribute("data-version")
         card.locator(".send").tap()

@@ -186,6 +186,11 @@ def test_the_projector_shows_every_block_and_row_in_turn_inside_the_screen(
     for size in PROJECTORS:
         page = open_page(browser, f"{server.base}/standings/hall?page_s=1", errors, size)
         expect(page.locator("section.block").first).to_be_visible()
+        # the players' phones: a QR code of this page on the projector (issue 22), drawn
+        qr = page.locator("#phone-qr img")
+        expect(qr).to_be_visible()
+        page.wait_for_function(
+            "() => document.querySelector('#phone-qr img').naturalWidth > 0")
         pages = check_every_row_shown_in_turn(page, size, want)
         # four blocks of ten with their headings are more than one screen in type that is
         # read from the back of a hall (the bug: two blocks shown, the other two below it)
@@ -230,6 +235,7 @@ def test_a_phone_has_nothing_wider_than_its_screen(server, browser, desk):
             expect(page.locator("tbody tr")).to_have_count(40)
         got = page.evaluate(TEXT_OVERFLOW)
         assert got["W"] == 360 and got["sw"] <= 360, (state, got)
+        expect(page.locator("#phone-qr")).to_be_hidden()  # the phone is already there
         assert not got["bad"], (state, got["bad"][:10])
         page.context.close()
     assert not errors, errors

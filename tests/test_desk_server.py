@@ -193,4 +193,37 @@ def tournament_day(d: Desk, server: Server) -> None:
     assert not [f for f in d.view()["flags"] if f["level"] == "error"]
     page = d.call("GET", f"/print/day/rounds/{ROUNDS + 1}", headers={})
     assert "決勝戦" in page and "Aブロック" in page
+    paper_and_qr(d, winners)
     assert "Traceback" not in server.log()
+
+
+def paper_and_qr(d: Desk, winners: dict[str, int]) -> None:
+    """Issue 22: the day's paper (anyone may print it) and the projector's QR code for the
+    players' phones."""
+    v = d.view()
+    names = {p["no"]: p["name"] for p in v["players"]}
+    # a results slip per mat of round 1 (rule 17), with its players
+    slips = d.call("GET", "/print/day/slips/1", headers={})
+    for r in (r for r in v["rounds"] if r["number"] == 1):
+        for m in r["matches"]:
+            assert f'data-mat="{m["mat"]}"' in slips
+            assert all(p["name"] in slips for p in m["players"])
+    assert slips.count('class="slip"') == sum(
+        len(r["matches"]) for r in v["rounds"] if r["number"] == 1)
+    # name cards of the players still in; a mat label per mat of every block
+    cards = d.call("GET", "/print/day/names", headers={})
+    still = [p for p in v["players"] if p["withdrawn_round"] is None]
+    assert cards.count('class="card"') == len(still) == 39
+    labels = d.call("GET", "/print/day/mats", headers={})
+    assert labels.count('class="card"') == sum(len(b["all_mats"]) for b in v["blocks"])
+    # certificates: each block's winner and runner-up
+    certs = d.call("GET", "/print/day/certificates", headers={})
+    assert certs.count('class="cert"') == 2 * len(v["blocks"])
+    assert all(f"{names[no]} 殿" in certs for no in winners.values())
+    d.call("GET", "/print/day/nothing", headers={}, ok=404)
+    # the projector's QR: the public standings at the address phones use
+    from api.routes.referees import qr_svg
+    base = d.call("GET", "/api/channels/a/pin")["bases"][0]["base"]
+    qr = d.c.get("/api/tournaments/day/qr.svg")
+    assert qr.status_code == 200 and qr.headers["content-type"] == "image/svg+xml"
+    assert qr.content == qr_svg(f"{base}/standings/day")

@@ -10,6 +10,7 @@ from html import escape
 
 from desk.model import Player, Round, Tournament
 from desk.standings import final_places, outcomes, standings
+from desk.tournament import block_mats
 from desk.views import final_lottery_view, next_mats
 
 COLOUR_JA = {"blue": "青", "pink": "桃", "yellow": "黄", "green": "緑", "orange": "橙"}
@@ -37,6 +38,26 @@ td.mat { font-size: 22pt; font-weight: bold; text-align: center; width: 18mm; }
 .moves div { break-inside: avoid; padding: 1mm 0; border-bottom: 0.2mm solid #999; }
 .moves b { float: right; font-size: 16pt; }
 .place { font-weight: bold; }
+.slips { display: grid; grid-template-columns: 1fr 1fr; gap: 0; }
+.slip { border: 0.3mm dashed #555; padding: 4mm; height: 66mm; overflow: hidden;
+        break-inside: avoid; font-size: 12pt; }
+.slip .head { display: flex; justify-content: space-between; font-size: 11pt; }
+.slip .matno { font-size: 26pt; font-weight: bold; }
+.slip table { margin: 2mm 0; }
+.slip td { padding: 1.5mm 2mm; }
+.slip td.box { width: 22mm; text-align: right; }
+.slip .sign { margin-top: 2mm; font-size: 11pt; }
+.cards { display: grid; grid-template-columns: 1fr 1fr; gap: 0; }
+.card { border: 0.3mm dashed #555; height: 67mm; padding: 5mm; text-align: center;
+        break-inside: avoid; overflow: hidden; }
+.card .big { font-size: 30pt; font-weight: bold; margin: 3mm 0; }
+.card .label { font-size: 72pt; font-weight: bold; line-height: 1; margin: 4mm 0; }
+.cert { text-align: center; padding-top: 30mm; }
+.cert h1 { font-size: 48pt; letter-spacing: 0.5em; margin-bottom: 20mm; }
+.cert .award { font-size: 26pt; margin-bottom: 12mm; }
+.cert .who { font-size: 34pt; margin-bottom: 20mm; }
+.cert .text { font-size: 18pt; line-height: 1.8; text-align: left; margin: 0 20mm 20mm; }
+.cert .when { font-size: 16pt; }
 @media screen { body { max-width: 210mm; margin: 0 auto; padding: 8mm; }
                 section { border-bottom: 2px dashed #999; margin-bottom: 10mm; } }
 """
@@ -137,3 +158,81 @@ def standings_page(t: Tournament) -> str:
             '<th class="num">取り札</th><th class="num">抽選</th><th>決勝</th></tr></thead>'
             f"<tbody>{''.join(rows)}</tbody></table>{note}</section>")
     return _doc(f"{t.name} 成績", "".join(sections) or "<p>ブロックがまだありません</p>")
+
+
+def _per_page(items: list[str], n: int, wrap: str) -> str:
+    """`items` laid out `n` a page, each page one section (cut along the dashed lines)."""
+    pages = [items[i:i + n] for i in range(0, len(items), n)]
+    return "".join(f'<section><div class="{wrap}">{"".join(p)}</div></section>' for p in pages)
+
+
+def slips_page(t: Tournament, number: int) -> str:
+    """Rule 17 on paper: a results slip per mat of round `number` (eight an A4 page), for the
+    referee to fill in and bring to the desk: the mat, the block, the colour, each player with
+    a box for the cards taken, the referee's signature."""
+    slips = []
+    for r in sorted((r for r in t.rounds if r.number == number), key=lambda r: r.block):
+        colour = COLOUR_JA.get(r.colour, r.colour)
+        for m in r.matches:
+            rows = "".join(
+                f"<tr><td>{_name(t.player(no))}</td><td class=\"box\">枚</td></tr>"
+                for no in m.players)
+            tie = ("<div class=\"sign\">同数のとき、もう一枚を取った人: ________</div>"
+                   if r.final else "")
+            slips.append(
+                f'<div class="slip" data-mat="{m.mat}"><div class="head"><span>'
+                f"{escape(t.name)}　{round_title(t, r)}　{escape(r.block)}ブロック　{colour}"
+                f'</span><span class="matno">マット {m.mat}</span></div>'
+                f"<table><tbody>{rows}</tbody></table>{tie}"
+                f'<div class="sign">読んだ枚数 {t.settings.cards + r.extra_cards} 枚　'
+                "審判の署名 ______________</div></div>")
+    title = "決勝戦" if number == t.final_round else f"第{number}試合"
+    return _doc(f"{t.name} {title} 結果票", _per_page(slips, 8, "slips")
+                or "<p>この試合はまだ組まれていません</p>")
+
+
+def names_page(t: Tournament) -> str:
+    """名札: a card per player still in (eight an A4 page): the name large, its reading, the
+    club, the entry number and the block."""
+    cards = [
+        f'<div class="card" data-no="{p.no}"><div class="kana">{escape(p.furigana)}</div>'
+        f'<div class="big">{escape(p.name)}</div><div class="club">{escape(p.club)}'
+        f"{'　' + escape(p.grade) + '年' if p.grade else ''}</div>"
+        f'<div class="sub">{p.no} 番{"　" + escape(p.block) + "ブロック" if p.block else ""}'
+        "</div></div>"
+        for p in t.players if p.withdrawn_round is None]
+    return _doc(f"{t.name} 名札", _per_page(cards, 8, "cards") or "<p>参加者がいません</p>")
+
+
+def mats_page(t: Tournament) -> str:
+    """Mat labels (four an A4 page): each block's mats, the number large, the block and its
+    first round's colour."""
+    labels = []
+    for b in t.blocks:
+        colour = COLOUR_JA.get(b.colour(1), b.colour(1))
+        labels += [f'<div class="card" data-mat="{m}"><div class="sub">マット</div>'
+                   f'<div class="label">{m}</div><div class="big">{escape(b.name)}ブロック'
+                   f"　{colour}</div></div>" for m in block_mats(t)[b.name]]
+    return _doc(f"{t.name} マット番号", _per_page(labels, 4, "cards")
+                or "<p>ブロックがまだありません</p>")
+
+
+def certificates_page(t: Tournament) -> str:
+    """賞状: for each block whose final is played, the winner's (優勝) and the runner-up's
+    (準優勝), one an A4 page."""
+    pages = []
+    for b in t.blocks:
+        places = final_places(t, b.name)
+        for no, place in sorted(places.items(), key=lambda x: x[1]):
+            p = t.player(no)
+            if p is None or place not in (1, 2):
+                continue
+            award = "優勝" if place == 1 else "準優勝"
+            pages.append(
+                f'<section class="cert" data-no="{no}"><h1>賞状</h1>'
+                f'<div class="award">{escape(b.name)}ブロック　{award}</div>'
+                f'<div class="who">{escape(p.name)} 殿</div>'
+                f'<div class="text">あなたは {escape(t.name)} において頭書の成績を収められ'
+                "ました。よってこれを賞します。</div>"
+                f'<div class="when">{escape(t.day)}</div></section>')
+    return _doc(f"{t.name} 賞状", "".join(pages) or "<p>決勝戦がまだ終わっていません</p>")

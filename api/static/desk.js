@@ -84,12 +84,42 @@
 
   $("tournament").addEventListener("change", () => open($("tournament").value));
 
+  // a second tournament (another day, another hall) from the bar; its form hides again once
+  // one is open
+  $("new-toggle").addEventListener("click", () => {
+    $("new-box").hidden = !$("new-box").hidden;
+    if (!$("new-box").hidden) $("new-name").focus();
+  });
+
+  // deleting a tournament asks for a second press within 5 s, naming it
+  let deleteArmed = 0;
+  $("delete-tournament").addEventListener("click", act(async () => {
+    const b = $("delete-tournament");
+    if (Date.now() - deleteArmed > 5000) {
+      deleteArmed = Date.now();
+      b.classList.add("armed");
+      b.textContent = t("delete_confirm", { name: view.name });
+      setTimeout(() => {
+        if (Date.now() - deleteArmed >= 5000) { b.classList.remove("armed"); b.textContent = t("delete_tournament"); }
+      }, 5100);
+      return;
+    }
+    deleteArmed = 0;
+    await call("DELETE", tp());
+    b.classList.remove("armed");
+    b.textContent = t("delete_tournament");
+    tid = null;
+    await loadList();
+    if (!tid) $("new-box").hidden = false;
+  }));
+
   async function open(id) {
     tid = id;
     Y.save(TOURNAMENT_KEY, id);
     view = await call("GET", tp());
     $("t-app").hidden = false;
     $("new-box").hidden = true;
+    $("new-toggle").hidden = false;
     render();
     poll();
   }
@@ -102,6 +132,7 @@
     if (id) body.id = id;
     const v = await call("POST", "/api/tournaments", body);
     tid = v.id;
+    tab = "entries"; // the next step: the entries, then the check-in
     await loadList();
   });
 
@@ -165,25 +196,93 @@
       p.name, p.club ? el("span", { class: "kana" }, p.club) : "");
   }
 
+  // the player being corrected (its row holds inputs) and what was typed: kept across the
+  // redraws a change of the tournament brings
+  let editing = null; // {no, name, furigana, club, grade}
+
+  function editRow(p) {
+    const field = (k, max) => {
+      const i = el("input", { type: "text", maxlength: String(max), value: editing[k], "data-field": k,
+        "aria-label": t(k) });
+      i.addEventListener("input", () => { editing[k] = i.value; });
+      return el("td", {}, i);
+    };
+    const save = el("button", { class: "btn small primary save-player", type: "button" }, t("save"));
+    save.addEventListener("click", act(async () => {
+      const body = { name: editing.name.trim(), furigana: editing.furigana.trim(),
+        club: editing.club.trim(), grade: editing.grade.trim() };
+      const v = await call("PATCH", tp(`/players/${p.no}`), body);
+      editing = null;
+      refreshWith(v);
+    }));
+    const cancel = el("button", { class: "btn small", type: "button" }, t("cancel"));
+    cancel.addEventListener("click", () => { editing = null; renderPlayers(); });
+    return el("tr", { class: "editing", "data-no": p.no }, el("td", {}, String(p.no)),
+      field("name", 40), field("furigana", 60), field("club", 60), field("grade", 20),
+      el("td", {}, p.block || ""), el("td", {}, ""), el("td", {}, save, " ", cancel));
+  }
+
+  // 受付 (check-in) until round 1 is paired: every player present unless marked; one press
+  // marks an absentee (withdrawn from round 1, out of the draw) or takes the mark back; once
+  // blocks are drawn, the draw can be made again with its method and seed, absentees left out
+  function renderCheckin() {
+    const box = $("checkin");
+    box.hidden = view.players.length === 0 || view.rounds.length > 0;
+    if (box.hidden) return;
+    const absent = view.players.filter((p) => p.withdrawn_round !== null);
+    $("checkin-count").textContent = t("checkin_count", { here: view.players.length - absent.length, absent: absent.length });
+    $("checkin-list").replaceChildren(...view.players.map((p) => {
+      const out = p.withdrawn_round !== null;
+      const b = el("button", { type: "button", class: `chip${out ? " absent" : ""}`, "data-no": p.no,
+        "aria-pressed": String(out) }, el("span", { class: "no" }, String(p.no)), " ", p.name,
+        out ? el("span", { class: "mark" }, t("absent")) : "");
+      b.addEventListener("click", act(async () => {
+        refreshWith(await call("PATCH", tp(`/players/${p.no}`), { withdrawn: !out }));
+      }));
+      return b;
+    }));
+    const sizes = view.blocks.map((b) => b.players);
+    const uneven = sizes.length > 1 && Math.max(...sizes) - Math.min(...sizes) > 1;
+    const redraw = $("checkin-redraw");
+    redraw.hidden = !(view.blocks.length && view.draw.seed !== null && absent.length);
+    redraw.querySelector("span").textContent = uneven ? t("checkin_uneven", { sizes: sizes.join("・") })
+      : t("checkin_drawn");
+  }
+
+  $("redraw").addEventListener("click", act(async () => {
+    refreshWith(await call("POST", tp("/blocks/draw"), { blocks: view.blocks.length,
+      method: view.draw.method, seed: view.draw.seed }));
+  }));
+
   function renderPlayers() {
+    renderCheckin();
     $("players-count").textContent = t("players_n", { n: view.players.length });
     const rows = view.players.map((p) => {
+      if (editing && editing.no === p.no) return editRow(p);
       const out = p.withdrawn_round !== null;
       const status = out ? t("withdrawn_from", { n: p.withdrawn_round })
         : (p.joined_round > 1 ? t("joins_from", { n: p.joined_round }) : t("active"));
-      const btn = el("button", { class: "btn small", type: "button" },
+      const btn = el("button", { class: "btn small withdraw-player", type: "button" },
         out ? t("reinstate") : t("withdraw"));
       btn.addEventListener("click", act(async () => {
         refreshWith(await call("PATCH", tp(`/players/${p.no}`), { withdrawn: !out }));
       }));
+      const fix = el("button", { class: "btn small edit-player", type: "button" }, t("edit"));
+      fix.addEventListener("click", () => {
+        editing = { no: p.no, name: p.name, furigana: p.furigana, club: p.club, grade: p.grade };
+        renderPlayers();
+      });
       return el("tr", { class: out ? "withdrawn" : "", "data-no": p.no },
         el("td", {}, String(p.no)), el("td", {}, p.name), el("td", {}, p.furigana),
         el("td", {}, p.club), el("td", {}, p.grade), el("td", {}, p.block || ""),
-        el("td", {}, status), el("td", {}, btn));
+        el("td", {}, status), el("td", {}, fix, " ", btn));
     });
     $("players").tBodies[0].replaceChildren(...rows);
   }
 
+  // a CSV is read as soon as it is chosen (読み込む reads it again, e.g. after correcting a
+  // refused file in the spreadsheet)
+  $("csv-file").addEventListener("change", () => { if ($("csv-file").files[0]) $("csv-form").requestSubmit(); });
   $("csv-form").addEventListener("submit", async (e) => {
     e.preventDefault();
     const f = $("csv-file").files[0];
@@ -313,6 +412,24 @@
     box.replaceChildren(...parts);
   }
 
+  // the free mats of every channel's blocks, two to each joined referee without mats
+  $("deal-all").addEventListener("click", act(async () => {
+    const data = await call("GET", tp("/referees"));
+    const watched = new Set(data.assigned.flatMap((a) => a.mats));
+    for (const [ch, refs] of Object.entries(data.channels)) {
+      let left = view.blocks.filter((b) => b.channel === ch).flatMap((b) => b.all_mats)
+        .filter((m) => !watched.has(m));
+      for (const r of refs) {
+        if (!left.length) break;
+        if (data.assigned.some((a) => a.referee === r.id && a.mats.length)) continue;
+        refreshWith(await call("PUT", tp(`/referees/${r.id}`), { mats: left.slice(0, 2) }));
+        left = left.slice(2);
+        matDrafts.delete(r.id);
+      }
+    }
+    renderReferees();
+  }));
+
   // `1–5, 21`: mats in words
   function matList(ms) {
     const out = [];
@@ -391,6 +508,8 @@
     start.hidden = !n;
     start.textContent = final ? t("start_final") : t("start_round", { n });
     start.disabled = !current.some((r) => !r.reading);
+    // rule 18 on every block's reader at once, once any has read its cards
+    $("close-all").hidden = !current.some((r) => liveOf(r).phase === "finished");
     $("pair-next").disabled = !view.blocks.some((b) => b.next.step === "pair");
     $("pair-final").disabled = !view.blocks.some((b) => b.next.step === "final");
     // a mat without its result is shown on its round (results n / total); the list is for
@@ -478,6 +597,30 @@
     return [again, undo];
   }
 
+  $("close-all").addEventListener("click", act(async () => {
+    const n = latestRound();
+    refreshWith((await call("POST", tp(`/rounds/${n}/close`), {})).tournament);
+  }));
+
+  // who entered a result, in the page's words: the desk (本部) or the referee's name (never
+  // its internal id)
+  function byWhom(by) {
+    if (!by || by === "operator") return t("by_desk");
+    const m = /^referee \S+ (.*)$/.exec(by);
+    return m ? m[1] : by;
+  }
+
+  // a time the server keeps in UTC, shown in this computer's time zone, which it names
+  function localTime(iso) {
+    const d = new Date(iso);
+    if (Number.isNaN(d.getTime())) return iso;
+    const pad = (x) => String(x).padStart(2, "0");
+    return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  }
+  const zoneName = () => {
+    try { return Intl.DateTimeFormat().resolvedOptions().timeZone || ""; } catch (_e) { return ""; }
+  };
+
   // a flag's detail in the page's language, from its code and figures (the server's detail
   // is English, for logs and scripts)
   function flagText(f) {
@@ -522,7 +665,7 @@
     });
     const flagged = r.flags.some((f) => f.mat === m.mat && f.level === "error" && f.code !== "missing_result");
     const meta = el("div", { class: "meta" }, m.referee ? `${t("referee")}: ${m.referee.name}` : "",
-      m.result ? ` · ${m.result.by.split(" ").slice(-1)[0]}` : "");
+      m.result ? ` · ${byWhom(m.result.by)}` : "");
     return el("div", { class: `match${flagged ? " flagged" : ""}${m.result ? "" : " missing"}`, "data-mat": m.mat },
       el("div", { class: "mat" }, String(m.mat)),
       el("div", { class: "seats" }, ...seats, meta),
@@ -590,6 +733,13 @@
       links.push(el("a", { href: `/print/${id}/rounds/${n}`, target: "_blank" },
         fin ? t("print_final") : t("print_round", { n })));
       links.push(el("a", { href: tp(`/rounds/${n}.csv`) }, fin ? t("csv_final") : t("csv_round", { n })));
+      links.push(el("a", { href: `/print/${id}/slips/${n}`, target: "_blank" },
+        fin ? t("print_slips_final") : t("print_slips", { n })));
+    }
+    links.push(el("a", { href: `/print/${id}/names`, target: "_blank" }, t("print_names")));
+    links.push(el("a", { href: `/print/${id}/mats`, target: "_blank" }, t("print_mats")));
+    if (view.rounds.some((r) => r.final)) {
+      links.push(el("a", { href: `/print/${id}/certificates`, target: "_blank" }, t("print_certificates")));
     }
     links.push(el("a", { href: `/print/${id}/standings`, target: "_blank" }, t("print_standings")));
     links.push(el("a", { href: tp("/standings.csv") }, t("csv_standings")));
@@ -601,12 +751,14 @@
     $("files").replaceChildren(...links.map((a) => el("li", {}, a)));
     if (tab === "files") {
       Y.api("GET", tp("/history"), { token }).then((h) => {
-        $("history").tBodies[0].replaceChildren(...h.slice(-50).reverse().map((c) => el("tr", {},
-          el("td", {}, c.at.replace("T", " ").slice(0, 19)), el("td", {}, roundName(c.round)),
+        const head = el("tr", {}, el("th", {}, t("h_time", { zone: zoneName() })), el("th", {}, t("h_round")),
+          el("th", {}, t("h_mat")), el("th", {}, t("h_change")), el("th", {}, t("h_by")));
+        $("history").tBodies[0].replaceChildren(head, ...h.slice(-50).reverse().map((c) => el("tr", {},
+          el("td", {}, localTime(c.at)), el("td", {}, roundName(c.round)),
           el("td", {}, t("mat_n", { n: c.mat })),
           el("td", {}, c.confirmed ? `${t("h_confirmed")} ${c.after.cards.join("-")}`
             : `${c.before ? c.before.cards.join("-") : "—"} → ${c.after.cards.join("-")}`),
-          el("td", {}, c.by))));
+          el("td", {}, byWhom(c.by)))));
       }).catch(() => {});
     }
   }

@@ -9,6 +9,8 @@
   const me = Y.load(`yomite.referee.${ch}`); // {token, referee, name, channel}
   const $ = (id) => document.getElementById(id);
   const drafts = new Map(); // "round/mat" -> {no: cards} not yet sent
+  const touched = new Set(); // the mats whose counts the referee has set (typed or stepped)
+  const armed = new Map(); // "round/mat" -> when a send of an untouched 0-0 was asked
   let data = [];
 
   $("back").href = `/referee/${encodeURIComponent(ch)}`;
@@ -18,7 +20,9 @@
     try {
       data = await Y.api("GET", "/api/tournaments/assigned", { token: me.token });
       Y.showConnection($("conn"), "online");
-      render();
+      // never redrawn under a referee's typing thumb: drawn again when the count is left
+      const typing = document.activeElement && document.activeElement.matches("#mats input.count");
+      if (!typing) render();
     } catch (e) {
       Y.showConnection($("conn"), "reconnecting");
       if (e.status === 401) { $("need-join").hidden = false; return; }
@@ -43,10 +47,27 @@
     const read = m.cards_read;
     const total = Object.values(draft).reduce((a, b) => a + b, 0);
     const sum = el("p", { class: `sum${total > read ? " bad" : ""}` }, t("res_sum", { n: total, read }));
+    const updateSum = () => {
+      const n = Object.values(draft).reduce((a, b) => a + b, 0);
+      sum.textContent = t("res_sum", { n, read });
+      sum.classList.toggle("bad", n > read);
+    };
     const rows = m.players.map((p) => {
-      const out = el("output", { "data-no": p.no }, String(draft[p.no]));
+      // the count is typed on the phone's number pad (9-6 is two taps), or stepped with − +
+      const out = el("input", { type: "text", inputmode: "numeric", pattern: "[0-9]*",
+        class: "count", "data-no": p.no, value: String(draft[p.no]), maxlength: "3",
+        "aria-label": p.name, autocomplete: "off" });
+      out.addEventListener("focus", () => out.select());
+      out.addEventListener("input", () => {
+        const v = out.value.normalize("NFKC").replace(/[^0-9]/g, "");
+        draft[p.no] = Math.max(0, Math.min(read, Number(v || 0)));
+        touched.add(k);
+        updateSum();
+      });
+      out.addEventListener("change", () => render());
       const step = (d) => {
         draft[p.no] = Math.max(0, Math.min(read, draft[p.no] + d));
+        touched.add(k);
         render();
       };
       const minus = el("button", { type: "button", "aria-label": `${p.name} −1`, class: "minus" }, "−");
@@ -76,8 +97,21 @@
     }
     if (m.closed) parts.push(el("p", { class: "closed" }, t(m.confirmed ? "res_confirmed" : "res_closed")));
     else {
-      const b = el("button", { type: "button", class: "btn primary send" }, t("res_send"));
-      b.addEventListener("click", () => send(tt, m, draft, null));
+      // a first result of 0-0 that nobody set is a card sent by mistake more often than a
+      // draw: it asks for a second press
+      const blank = !m.result && !touched.has(k) && total === 0;
+      const asked = armed.has(k) && Date.now() - armed.get(k) < 5000;
+      const b = el("button", { type: "button", class: `btn primary send${blank && asked ? " armed" : ""}` },
+        blank && asked ? t("res_zero_confirm") : t("res_send"));
+      b.addEventListener("click", () => {
+        if (blank && !(armed.has(k) && Date.now() - armed.get(k) < 5000)) {
+          armed.set(k, Date.now());
+          render();
+          return;
+        }
+        armed.delete(k);
+        send(tt, m, draft, null);
+      });
       parts.push(b);
     }
     return el("section", { class: "mat-card", "data-mat": m.mat, "data-round": m.round }, ...parts);

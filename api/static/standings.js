@@ -23,8 +23,18 @@
 
   const roundName = (final, n) => (final ? t("final") : t("round_n", { n }));
 
+  // on the projector, a QR code of this page for the players' phones (no login)
+  function showPhoneQr() {
+    const a = $("phone-qr");
+    a.hidden = !projector.matches;
+    if (a.hidden || a.dataset.ready) return;
+    a.querySelector("img").src = `/api/tournaments/${encodeURIComponent(tid)}/qr.svg`;
+    a.dataset.ready = "1";
+  }
+
   function render() {
     if (!view) return;
+    showPhoneQr();
     $("title").textContent = `${view.name}　${t("standings_title")}`;
     document.title = `${view.name} ${t("standings_title")}`;
     $("blocks").dataset.version = String(view.version);
