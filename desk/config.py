@@ -24,3 +24,6 @@ class DeskConfig(BaseModel):
     # waits; 「札を覚えてください」 follows when the desk (or the console) says the mats are
     # ready. "every_round": wait in every round; "never": 礼, then at once the memorisation.
     ready_after_bow: Literal["first_and_final", "every_round", "never"] = "first_and_final"
+    # A player absent from a match (不戦勝): the opponent's cards, the absent player's 0 (a
+    # regional rule: "an absent player's opponent wins 9-0"; at most the cards read).
+    walkover_cards: int = Field(9, ge=0, le=100)

@@ -316,3 +316,29 @@ def test_a_name_is_corrected_a_second_tournament_opened_and_one_deleted(server, 
     assert "second" not in [x["id"] for x in d.call("GET", "/api/tournaments")]
     assert errors == []
     page.context.close()
+
+
+def test_an_absent_player_is_entered_with_two_presses(server, browser, desks):
+    """不戦勝 from the desk: 欠席 beside a player asks again, naming who wins; the second press
+    enters the opponent's desk.walkover_cards (here the one card read) against 0."""
+    d = drawn(server, "walk", desks)
+    block = d.view()["blocks"][0]["name"]
+    d.call("PATCH", d.t(f"/blocks/{block}"), json={"unassign_channel": True})  # read by a person
+    d.call("POST", d.t("/rounds"), json={"blocks": [block]})
+    m = next(r for r in d.view()["rounds"] if r["block"] == block)["matches"][0]
+    gone, other = m["players"]
+    errors: list[str] = []
+    page = desk_page(browser, server, "walk", errors)
+    page.click("#tabs [data-tab=rounds]")
+    row = page.locator(f"#rounds .match[data-mat='{m['mat']}']")
+    button = row.locator(f".absent-btn[data-no='{gone['no']}']")
+    button.click()
+    expect(button).to_contain_text(f"{other['name']} 不戦勝")
+    first = next(r for r in d.view()["rounds"] if r["block"] == block)["matches"][0]
+    assert first["result"] is None
+    button.click()
+    expect(row.locator(".o.win")).to_have_count(1)
+    got = next(r for r in d.view()["rounds"] if r["block"] == block)["matches"][0]
+    assert got["result"]["cards"] == [0, 1] and got["outcome"] == ["loss", "win"]
+    assert errors == []
+    page.context.close()

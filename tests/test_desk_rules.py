@@ -323,6 +323,27 @@ def test_a_late_entry_that_needs_one_more_mat_gets_one_after_every_block():
     assert ops.free_mats(t, "A", 6) == [1, 2, 3, 4, 5, 21]
 
 
+def test_an_absent_player_loses_by_default_nine_to_nothing():
+    """不戦勝 (a regional rule): the opponent takes the configured cards (at most the cards
+    read), the absent player 0; a 3-player match is played by the two others."""
+    t = two_block_tournament(7)
+    t = read(ops.apply(t, ops.pair_next(t, "A", "now")), "A", 1)
+    pair = next(m for m in t.rounds_of("A")[0].matches if len(m.players) == 2)
+    three = next(m for m in t.rounds_of("A")[0].matches if len(m.players) == 3)
+    a, b = pair.players
+    t2 = ops.apply(t, ops.walkover(t, 1, pair.mat, a, 9, "operator", "now"))
+    got = next(m for m in t2.rounds_of("A")[0].matches if m.mat == pair.mat).result
+    assert got is not None and got.cards == (0, 9)
+    assert outcomes(pair.players, got) == {a: L, b: W}
+    t3 = ops.apply(t, ops.walkover(t, 1, pair.mat, b, 30, "operator", "now"))
+    assert next(m for m in t3.rounds_of("A")[0].matches if m.mat == pair.mat).result.cards == (
+        17, 0)  # never more than the cards read
+    with pytest.raises(Conflict, match="3-player match"):
+        ops.walkover(t, 1, three.mat, three.players[0], 9, "operator", "now")
+    with pytest.raises(Invalid, match="does not play at mat"):
+        ops.walkover(t, 1, pair.mat, three.players[0], 9, "operator", "now")
+
+
 # ---------------------------------------------------------------------- entries CSV
 def test_entries_csv_in_japanese_excel_shift_jis_with_every_bad_line_named():
     text = "氏名,ふりがな,所属,学年,ブロック\n山田　太郎 ,ﾔﾏﾀﾞ,東小,５,a\n鈴木花子,すずき,西小,6,\n"

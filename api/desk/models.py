@@ -99,6 +99,11 @@ class ResultIn(Strict):
                                  description="a tied final: who took the extra card")
 
 
+class AbsentIn(Strict):
+    player: int = Field(ge=1, le=100000, strict=True,
+                        description="the entry number of the player who did not come")
+
+
 class RefereeAssign(Strict):
     mats: list[Annotated[int, Field(ge=1, le=999)]] = Field(max_length=20)
 

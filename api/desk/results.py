@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from api.deps import Who
+from api.deps import Op, Who
 from api.desk.answers import (
     MatResult,
 )
@@ -18,6 +18,7 @@ from api.desk.deps import (
     desk_of,
 )
 from api.desk.models import (
+    AbsentIn,
     ResultIn,
 )
 from api.errors import ApiError
@@ -58,6 +59,24 @@ async def result(tid: str, number: int, mat: int, body: ResultIn, request: Reque
     return MatResult.model_validate({
         **mv, "round": number, "block": r.block, "final": r.final, "version": t.version,
         "cards_read": rv["cards_read"], "extra_card": extra_card,
+        "flags": [f for f in rv["flags"] if f["mat"] == mat]})
+
+
+@router.post("/{tid}/rounds/{number}/mats/{mat}/absent",
+             summary="不戦勝: a player did not come; the opponent wins by desk.walkover_cards",
+             responses=ERRORS,
+             response_model=MatResult, response_model_exclude_unset=True)
+async def absent(tid: str, number: int, mat: int, body: AbsentIn, request: Request, _p: Op
+                 ) -> MatResult:
+    d = desk_of(request)
+    t = await d.change(tid, lambda t: ops.walkover(
+        t, number, mat, body.player, d.config.desk.walkover_cards, "operator", now_iso()))
+    r, _m = ops.locate(t, number, mat)
+    rv = round_view(t, r)
+    mv = next(x for x in rv["matches"] if x["mat"] == mat)
+    return MatResult.model_validate({
+        **mv, "round": number, "block": r.block, "final": r.final, "version": t.version,
+        "cards_read": rv["cards_read"], "extra_card": None,
         "flags": [f for f in rv["flags"] if f["mat"] == mat]})
 
 

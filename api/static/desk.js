@@ -17,6 +17,7 @@
   // 取り消す asks for a second press within 5 s: kept here, not on the button, which a new
   // view replaces
   let unpairArmed = { key: null, at: 0 };
+  let absentArmed = { key: null, at: 0 }; // the same for 欠席 (不戦勝) at a mat
   const channels = new Map(); // channel name -> Y.Channel
   const channelState = new Map(); // channel name -> its latest state
   const matDrafts = new Map(); // referee id -> the mats typed for it, not yet assigned
@@ -636,8 +637,29 @@
         value: m.result ? String(m.result.cards[i]) : "", "aria-label": `${p.name}` });
       inputs.push(input);
       const o = m.outcome ? m.outcome[i] : "";
+      // 不戦勝: a player who did not come (a 2-player match without its result); the press
+      // is asked again, naming who wins
+      let gone = "";
+      if (!m.result && m.players.length === 2) {
+        const key = `${r.number}/${m.mat}/${p.no}`;
+        const other = m.players[1 - i];
+        const armed = () => absentArmed.key === key && Date.now() - absentArmed.at < 5000;
+        gone = el("button", { class: `btn small danger absent-btn${armed() ? " armed" : ""}`, type: "button",
+          "data-no": p.no }, armed() ? t("absent_confirm", { name: p.name, other: other.name }) : t("absent"));
+        gone.addEventListener("click", act(async () => {
+          if (!armed()) {
+            absentArmed = { key, at: Date.now() };
+            render();
+            return;
+          }
+          absentArmed = { key: null, at: 0 };
+          await call("POST", tp(`/rounds/${r.number}/mats/${m.mat}/absent`), { player: p.no });
+          view = await call("GET", tp());
+          render();
+        }));
+      }
       return el("div", { class: "seat" }, who(p), input,
-        el("span", { class: `o ${o}` }, o ? t(`o_${o}`) : ""));
+        el("span", { class: `o ${o}` }, o ? t(`o_${o}`) : ""), gone);
     });
     // a tied final: who took the extra card, each name in full on its own line under the
     // match (the tensest moment of the day: no squeezed menu)

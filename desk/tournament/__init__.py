@@ -27,7 +27,7 @@ from .draw import change_block, draw_blocks
 from .mats import MAX_MAT, block_mats, free_mats
 from .players import add_players, change_settings, edit_player, withdraw
 from .referees import assign_referee, mats_of
-from .results import confirm_round, record_result
+from .results import confirm_round, record_result, walkover
 from .rounds import (
     STALE,
     confirm_reading,
@@ -48,5 +48,5 @@ __all__ = [
     "assign_referee", "block_mats", "change_block", "change_settings", "confirm_reading",
     "confirm_round", "draw_blocks", "edit_player", "extra_card", "free_mats", "locate",
     "mats_of", "mix", "pair_again", "pair_final", "pair_next", "record_result",
-    "start_reading", "unpair", "withdraw",
+    "start_reading", "unpair", "walkover", "withdraw",
 ]

@@ -98,6 +98,25 @@ def record_result(t: Tournament, number: int, mat: int, cards: Mapping[int, int]
                           ResultChange(number, mat, before, result, by, at))
 
 
+def walkover(t: Tournament, number: int, mat: int, absent: int, cards: int, by: str, at: str
+             ) -> ResultRecorded | None:
+    """不戦勝: `absent` did not come to a 2-player match: the opponent takes `cards` (at most
+    the cards read), the absent player 0. Entered by the desk like any result (the same checks:
+    the round read, the pairing current), and corrected like one."""
+    r, m = locate(t, number, mat)
+    if absent not in m.players:
+        raise Invalid(f"no. {absent} does not play at mat {mat}", "",
+                      code="not_at_mat")
+    if len(m.players) != 2:
+        raise Conflict(f"mat {mat} is a 3-player match: the two others play it",
+                       "enter their cards and 0 for the absent player",
+                       params={"why": "walkover_of_three", "mat": mat})
+    read = t.settings.cards + r.extra_cards
+    won = min(cards, read)
+    return record_result(t, number, mat, {p: 0 if p == absent else won for p in m.players},
+                         None, by, at)
+
+
 def confirm_round(t: Tournament, block: str, number: int, by: str, at: str
                   ) -> RoundConfirmed | None:
     """The desk confirms (確定) a complete round's results, a final's above all (no next round
