@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .mats import block_mats
 from .model import Round, Tournament
 
 
@@ -72,6 +73,19 @@ def flags(t: Tournament) -> list[Flag]:
         if b.channel is None:
             out.append(Flag("warning", "no_channel", b.name, 0, None,
                             f"block {b.name} has no reader (channel)"))
+    # a referee holding a mat that is now a block of another reader's (a block's first mat
+    # moved, or its channel changed): its results there are refused; the desk says so
+    mats = block_mats(t)
+    owner = {m: b for b in t.blocks for m in mats[b.name]}
+    for ref in t.referees:
+        for mat in ref.mats:
+            held = owner.get(mat)
+            if held is not None and held.channel not in (None, ref.channel):
+                out.append(Flag("warning", "referee_other_channel", held.name, 0, mat,
+                                f"{ref.name} (channel {ref.channel}) holds mat {mat}, now "
+                                f"block {held.name}'s, read on channel {held.channel}: assign the "
+                                "mat again", {"referee": ref.name, "channel": ref.channel,
+                                              "other": held.channel}))
     for r in t.rounds:
         out += round_flags(t, r)
     return out

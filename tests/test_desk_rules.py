@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from desk import tournament as ops
 from desk.blocks import draw
-from desk.checks import complete, round_flags
+from desk.checks import complete, flags, round_flags
 from desk.entries import Entry, read_entries, write_csv
 from desk.errors import Conflict, Forbidden, Invalid
 from desk.export import from_document, to_document
@@ -316,6 +316,13 @@ def test_a_late_entry_that_needs_one_more_mat_gets_one_after_every_block():
     t = ops.apply(t, ops.assign_referee(t, "ra", "審判A", "a", [5, 21]))
     with pytest.raises(Invalid, match="mat 21 is block A's"):
         ops.assign_referee(t, "rb", "審判B", "b", [6, 21])
+    # block B given to reader c: its referee, who joined channel b, holds mats of another
+    # reader's block (its results there would be refused): the desk is told, mat by mat
+    assert not [x for x in flags(t) if x.code == "referee_other_channel"]
+    moved = ops.apply(t, ops.change_block(t, "B", channel="c"))
+    f = [x for x in flags(moved) if x.code == "referee_other_channel"]
+    assert [(x.mat, x.block, x.params["referee"], x.params["other"]) for x in f] == [
+        (6, "B", "審判B", "c"), (7, "B", "審判B", "c")]
     # a second late round of more matches than mats reuses A's mat 21, then 22
     t = ops.apply(t, ops.add_players(t, [Entry("遅刻3", block="B"), Entry("遅刻4", block="B")],
                                      late=True))
@@ -342,6 +349,21 @@ def test_an_absent_player_loses_by_default_nine_to_nothing():
         ops.walkover(t, 1, three.mat, three.players[0], 9, "operator", "now")
     with pytest.raises(Invalid, match="does not play at mat"):
         ops.walkover(t, 1, pair.mat, three.players[0], 9, "operator", "now")
+
+
+def test_a_block_too_big_to_pair_is_refused_naming_the_limit():
+    """Every input has a limit: a block of 201 (the pairing's search grows with the square of
+    a block's size) is refused, saying to draw more blocks; 200 are paired."""
+    t = Tournament("t", "大会", settings=Settings(rounds=2, cards=17), lottery_seed=5,
+                   pairing_seed=9)
+    t = ops.apply(t, ops.add_players(t, [Entry(f"選手{i}") for i in range(1, 202)]))
+    t = ops.apply(t, ops.draw_blocks(t, 1, Method.RANDOM, 1, ["a"]))
+    with pytest.raises(Conflict, match="at most 200 are paired") as big:
+        ops.pair_next(t, "A", "now")
+    assert big.value.params == {"why": "block_too_big", "block": "A", "players": 201,
+                                "most": 200}
+    t = ops.apply(t, ops.withdraw(t, 1))
+    assert len(ops.pair_next(t, "A", "now").round.matches) == 100
 
 
 # ---------------------------------------------------------------------- entries CSV

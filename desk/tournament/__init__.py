@@ -8,6 +8,7 @@ by what they act on: players, draw (blocks), rounds, results, referees; changes 
 closed union of changes and `apply`.
 """
 
+from ..mats import MAX_MAT, block_mats, free_mats
 from .changes import (
     BlockChanged,
     BlocksDrawn,
@@ -24,7 +25,6 @@ from .changes import (
     apply,
 )
 from .draw import change_block, draw_blocks
-from .mats import MAX_MAT, block_mats, free_mats
 from .players import add_players, change_settings, edit_player, withdraw
 from .referees import assign_referee, mats_of
 from .results import confirm_round, record_result, walkover

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from .. import blocks as blocks_mod
 from ..errors import Conflict, Invalid, NotFound
+from ..mats import MAX_MAT, groups
 from ..model import (
     COLOURS,
     Block,
@@ -14,7 +15,6 @@ from ..model import (
     Tournament,
 )
 from .changes import BlockChanged, BlocksDrawn
-from .mats import MAX_MAT, groups
 
 
 def draw_blocks(t: Tournament, count: int, method: Method, seed: int,

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import Conflict, Invalid
+from ..mats import block_mats, mat_list
 from ..model import (
     RefereeMats,
     Tournament,
 )
 from .changes import RefereeChanged
-from .mats import block_mats, mat_list
 
 
 def assign_referee(t: Tournament, referee: str, name: str, channel: str,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..model import Tournament
+from .model import Tournament
 
 MAX_MAT = 999
 
