@@ -278,25 +278,31 @@ class Desk:
         return (m is not None and m.phase is Phase.READY and m.bowed
                 and m.colors == (colour,) and m.cards_planned == cards)
 
-    async def memorise(self, tid: str, number: int, blocks: Sequence[str] | None) -> list[str]:
-        """Rule 4: the mats are ready: each channel of the round whose match waits after the
-        bow reads 「札を覚えてください」 and goes on. Returns the channels told."""
+    def _channels_in(self, tid: str, number: int, blocks: Sequence[str] | None,
+                     phase: Phase) -> list[tuple[str, ChannelService]]:
+        """The channels reading round `number` of the named blocks (default: every block's),
+        live and in `phase`, each once."""
         t = self.get(tid)
         rounds = [r for r in t.rounds if r.number == number
                   and (blocks is None or r.block in blocks)]
         if not rounds:
             raise NotFound(f"round {number} is not paired", "")
-        told: list[str] = []
+        out: list[tuple[str, ChannelService]] = []
         for r in rounds:
             state = self.reading_state(r)
             if (not state or state["state"] != "live" or r.reading is None
-                    or state.get("phase") is not Phase.READY):
+                    or state.get("phase") is not phase):
                 continue
-            ch = r.reading.channel
-            if ch in told:
-                continue
-            svc = self._channel(ch)
-            assert svc is not None
+            svc = self._channel(r.reading.channel)
+            if svc is not None and r.reading.channel not in (ch for ch, _ in out):
+                out.append((r.reading.channel, svc))
+        return out
+
+    async def memorise(self, tid: str, number: int, blocks: Sequence[str] | None) -> list[str]:
+        """Rule 4: the mats are ready: each channel of the round whose match waits after the
+        bow reads 「札を覚えてください」 and goes on. Returns the channels told."""
+        told: list[str] = []
+        for ch, svc in self._channels_in(tid, number, blocks, Phase.READY):
             try:
                 await svc.apply(Start())
             except ReaderError as e:
@@ -340,21 +346,8 @@ class Desk:
         """Rule 18 once the mats are ready for the next match: each channel reading this round
         (and done with its cards) reads 「ありがとうございました」 and the move call. Returns the
         channels closed."""
-        t = self.get(tid)
-        rounds = [r for r in t.rounds if r.number == number
-                  and (blocks is None or r.block in blocks)]
-        if not rounds:
-            raise NotFound(f"round {number} is not paired", "")
         done: list[str] = []
-        for r in rounds:
-            state = self.reading_state(r)
-            if not state or state["state"] != "live" or r.reading is None:
-                continue
-            ch = r.reading.channel
-            if ch in done or state.get("phase") is not Phase.FINISHED:
-                continue
-            svc = self._channel(ch)
-            assert svc is not None
+        for ch, svc in self._channels_in(tid, number, blocks, Phase.FINISHED):
             try:
                 await svc.apply(Close())
             except ReaderError as e:

@@ -8,9 +8,14 @@ import hashlib
 import itertools
 import random
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx2
+import pytest
+
+from .chromium import require_chromium
+from .serverproc import Server
 
 CHANNELS = ["a", "b", "c", "d"]
 CARDS = 1  # cards read a match in these tests (the rules' 17 only lengthen every reading)
@@ -160,3 +165,16 @@ def random_result(rng: random.Random, players: list[int], read: int) -> list[int
 def no_rematches(groups: list[tuple[int, ...]]) -> bool:
     pairs = [frozenset(p) for g in groups for p in itertools.combinations(g, 2)]
     return len(pairs) == len(set(pairs))
+
+
+def desk_server(tmp_path_factory: pytest.TempPathFactory, name: str, token: str,
+                channels: list[str] = CHANNELS, chromium: bool = True) -> Iterator[Server]:
+    """A real `yomite serve` with `config(channels)` for a module's desk tests (for pages,
+    Chromium is required first), stopped however they end: `yield from` it in a fixture."""
+    if chromium:
+        require_chromium()
+    s = Server(tmp_path_factory.mktemp(name), config(channels), token).start()
+    try:
+        yield s
+    finally:
+        s.stop()

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, expect
 
-from .chromium import launched, require_chromium, watch_errors
-from .desk_sim import CHANNELS, Desk, config, entries_csv
+from .chromium import launched, watch_errors
+from .desk_sim import CHANNELS, Desk, desk_server, entries_csv
 from .serverproc import Server
 
 pytestmark = [pytest.mark.browser, pytest.mark.server]
@@ -23,12 +23,7 @@ MOST_CLICKS = 10
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[Server]:
-    require_chromium()
-    s = Server(tmp_path_factory.mktemp("desk-day"), config(), TOKEN).start()
-    try:
-        yield s
-    finally:
-        s.stop()
+    yield from desk_server(tmp_path_factory, "desk-day", TOKEN)
 
 
 @pytest.fixture(scope="module")

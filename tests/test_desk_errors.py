@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from .chromium import english_in, launched, require_chromium, watch_errors
-from .desk_sim import Desk, config, entries_csv
+from .chromium import english_in, launched, watch_errors
+from .desk_sim import Desk, desk_server, entries_csv
 from .serverproc import Server
 
 pytestmark = [pytest.mark.browser, pytest.mark.server]
@@ -22,12 +22,7 @@ TOKEN = "desk-errors-operator-token-0123456789"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[Server]:
-    require_chromium()
-    s = Server(tmp_path_factory.mktemp("desk-errors"), config(["a", "b"]), TOKEN).start()
-    try:
-        yield s
-    finally:
-        s.stop()
+    yield from desk_server(tmp_path_factory, "desk-errors", TOKEN, ["a", "b"])
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from .chromium import launched, require_chromium, watch_errors
-from .desk_sim import Desk, config, entries_csv
+from .chromium import launched, watch_errors
+from .desk_sim import Desk, desk_server, entries_csv
 from .serverproc import Server
 from .test_pages import shots_dir
 
@@ -26,12 +26,7 @@ DESKTOP = {"width": 1280, "height": 800}
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[Server]:
-    require_chromium()
-    s = Server(tmp_path_factory.mktemp("desk-pages"), config(["a", "b"]), TOKEN).start()
-    try:
-        yield s
-    finally:
-        s.stop()
+    yield from desk_server(tmp_path_factory, "desk-pages", TOKEN, ["a", "b"])
 
 
 @pytest.fixture(scope="module")

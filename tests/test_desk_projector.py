@@ -15,8 +15,8 @@ import httpx2
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from .chromium import launched, require_chromium, watch_errors
-from .desk_sim import Desk, config, entries_csv, lottery
+from .chromium import launched, watch_errors
+from .desk_sim import Desk, desk_server, entries_csv, lottery
 from .serverproc import Server
 from .test_pages import shots_dir
 
@@ -78,12 +78,7 @@ TEXT_OVERFLOW = """() => {
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[Server]:
-    require_chromium()
-    s = Server(tmp_path_factory.mktemp("desk-projector"), config(["a"]), TOKEN).start()
-    try:
-        yield s
-    finally:
-        s.stop()
+    yield from desk_server(tmp_path_factory, "desk-projector", TOKEN, ["a"])
 
 
 @pytest.fixture(scope="module")

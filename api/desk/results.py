@@ -54,12 +54,7 @@ async def result(tid: str, number: int, mat: int, body: ResultIn, request: Reque
             extra_card = "reading"
         except DeskError as e:
             extra_card = f"not read: {e.detail}"
-    rv = round_view(t, ops.locate(t, number, mat)[0])
-    mv = next(x for x in rv["matches"] if x["mat"] == mat)
-    return MatResult.model_validate({
-        **mv, "round": number, "block": r.block, "final": r.final, "version": t.version,
-        "cards_read": rv["cards_read"], "extra_card": extra_card,
-        "flags": [f for f in rv["flags"] if f["mat"] == mat]})
+    return _mat_answer(t, number, mat, extra_card)
 
 
 @router.post("/{tid}/rounds/{number}/mats/{mat}/absent",
@@ -71,12 +66,17 @@ async def absent(tid: str, number: int, mat: int, body: AbsentIn, request: Reque
     d = desk_of(request)
     t = await d.change(tid, lambda t: ops.walkover(
         t, number, mat, body.player, d.config.desk.walkover_cards, "operator", now_iso()))
+    return _mat_answer(t, number, mat, None)
+
+
+def _mat_answer(t: Tournament, number: int, mat: int, extra_card: str | None) -> MatResult:
+    """The mat's match after a result, as in its round's view, with its round's figures."""
     r, _m = ops.locate(t, number, mat)
     rv = round_view(t, r)
     mv = next(x for x in rv["matches"] if x["mat"] == mat)
     return MatResult.model_validate({
         **mv, "round": number, "block": r.block, "final": r.final, "version": t.version,
-        "cards_read": rv["cards_read"], "extra_card": None,
+        "cards_read": rv["cards_read"], "extra_card": extra_card,
         "flags": [f for f in rv["flags"] if f["mat"] == mat]})
 
 
