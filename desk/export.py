@@ -33,13 +33,11 @@ from .model import (
 FORMAT = "yomite-tournament"
 VERSION = 1
 TOURNAMENT_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
-RESERVED_IDS = {"assigned", "import"}
+RESERVED_IDS = {"assigned", "import", "presets"}
 
 
 def _result(r: Result | None) -> dict[str, Any] | None:
-    if r is None:
-        return None
-    return {"cards": list(r.cards), "tiebreak": r.tiebreak, "by": r.by, "at": r.at}
+    return None if r is None else r.as_dict()
 
 
 def to_document(t: Tournament) -> dict[str, Any]:
@@ -49,13 +47,15 @@ def to_document(t: Tournament) -> dict[str, Any]:
         "tournament": {
             "id": t.id, "name": t.name, "day": t.day, "created_at": t.created_at,
             "rounds": t.settings.rounds, "cards": t.settings.cards,
+            "finalists": t.settings.finalists,
             "draw_seed": t.draw_seed,
             "draw_method": t.draw_method.value if t.draw_method else None,
             "lottery_seed": t.lottery_seed, "pairing_seed": t.pairing_seed,
         },
         "players": [{"no": p.no, "name": p.name, "furigana": p.furigana, "club": p.club,
                      "grade": p.grade, "block": p.block, "joined_round": p.joined_round,
-                     "withdrawn_round": p.withdrawn_round} for p in t.players],
+                     "withdrawn_round": p.withdrawn_round, "block_fixed": p.block_fixed}
+                    for p in t.players],
         "blocks": [{"name": b.name, "channel": b.channel, "colours": list(b.colours),
                     "first_mat": b.first_mat} for b in t.blocks],
         "rounds": [{
@@ -134,7 +134,8 @@ def _read_result(r: _Reader, seats: int | None) -> Result | None:
     if seats is not None and len(cards) != seats:
         raise r.fail(f"has {len(cards)} card counts for {seats} players")
     return Result(cards, r.get("tiebreak").integer(1, 100000, optional=True),
-                  r.get("by").text(120), r.get("at").text(40))
+                  r.get("by").text(120), r.get("at").text(40),
+                  r.get("players_at").text(40, optional=True) or "")
 
 
 def from_document(data: Any) -> Tournament:
@@ -161,7 +162,11 @@ def from_document(data: Any) -> Tournament:
             raise r.fail(str(err)) from None
         players.append(Player(r.get("no").integer(1, 100000), e.name, e.furigana, e.club, e.grade,
                               e.block, r.get("joined_round").integer(1, 100),
-                              r.get("withdrawn_round").integer(1, 100, optional=True)))
+                              r.get("withdrawn_round").integer(1, 100, optional=True),
+                              # (documents from before: a block before any draw was given)
+                              r.get("block_fixed").boolean(
+                                  default=e.block is not None
+                                  and head.get("draw_seed").data is None)))
     nos = {p.no for p in players}
     if len(nos) != len(players):
         raise doc.get("players").fail("two players have the same number")
@@ -230,8 +235,10 @@ def from_document(data: Any) -> Tournament:
                                     _read_result(r.get("before"), None), after,
                                     r.get("by").text(120), r.get("at").text(40),
                                     r.get("confirmed").boolean(default=False)))
+    finalists = head.get("finalists")
     settings = Settings(rounds=head.get("rounds").integer(1, 20),
-                        cards=head.get("cards").integer(1, 100))
+                        cards=head.get("cards").integer(1, 100),
+                        finalists=2 if finalists.data is None else finalists.integer(1, 2))
     return Tournament(
         id=tid, name=head.get("name").text(100), day=head.get("day").text(40),
         settings=settings, created_at=head.get("created_at").text(40),

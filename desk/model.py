@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from typing import Any
 
 COLOURS = ("blue", "pink", "yellow", "green", "orange")
 
@@ -16,12 +17,18 @@ class Method(StrEnum):
     RANDOM = "random"  # shuffled with the recorded seed, dealt in turn
     CLUBS = "clubs"  # each club's players spread over the blocks as evenly as they can be
     GRADES = "grades"  # players of one grade kept together, blocks filled grade by grade
+    # each grade its own blocks, and within a grade each club's players spread over them (a
+    # regional rule: "blocks of four of one grade from different schools")
+    GRADES_CLUBS = "grades_clubs"
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
     rounds: int = 6  # preliminary matches for everyone (試合要領; rule 19 lets it change)
     cards: int = 17  # cards read in a match (rule 16)
+    # who goes on from a block's preliminaries: 2, the final between the top two (the rules);
+    # 1, no final: the first after the preliminaries wins the block (a regional rule)
+    finalists: int = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +41,9 @@ class Player:
     block: str | None = None
     joined_round: int = 1  # a late entry is paired from this round on
     withdrawn_round: int | None = None  # not paired from this round on
+    # the block was given (the entries' block column, or set by hand): a draw keeps it there;
+    # a block the draw gave is drawn anew by the next draw
+    block_fixed: bool = False
 
     def active_in(self, round_no: int) -> bool:
         return self.joined_round <= round_no and (
@@ -57,6 +67,13 @@ class Result:
     tiebreak: int | None = None  # a final's tie: the entry number of who took the extra card
     by: str = ""  # who entered it: "operator" or "referee <id> <name>"
     at: str = ""  # when (UTC, ISO 8601)
+    # when the match's players confirmed this result on the referee's phone ("" = not)
+    players_at: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """As the views, the export and the history's rows write it."""
+        return {"cards": list(self.cards), "tiebreak": self.tiebreak, "by": self.by,
+                "at": self.at, "players_at": self.players_at}
 
 
 @dataclass(frozen=True, slots=True)

@@ -135,21 +135,30 @@ class FinalDraw:
 
 
 def final_by_lottery(t: Tournament, block: str) -> FinalDraw | None:
-    """Where the lottery decides a place in the final (the top two of the players still in,
-    rule: wins, cards, lottery): only once the preliminaries are complete."""
+    """Where the lottery decides a place going on (the top two of the players still in, for
+    the final; or with no final the first, who wins the block; rule: wins, cards, lottery):
+    only once the preliminaries are complete."""
     if not prelims_complete(t, block):
         return None
+    k = t.settings.finalists
     rows = [s for s in standings(t, block) if not s.withdrawn]
-    if len(rows) < 3 or (rows[1].wins, rows[1].cards) != (rows[2].wins, rows[2].cards):
+    if len(rows) <= k or (rows[k - 1].wins, rows[k - 1].cards) != (rows[k].wins, rows[k].cards):
         return None
-    key = (rows[1].wins, rows[1].cards)
+    key = (rows[k - 1].wins, rows[k - 1].cards)
     tied = [s.no for s in rows if (s.wins, s.cards) == key]
-    return FinalDraw(key[0], key[1], tuple(n for n in tied if n in (rows[0].no, rows[1].no)),
-                     tuple(n for n in tied if n not in (rows[0].no, rows[1].no)))
+    top = {s.no for s in rows[:k]}
+    return FinalDraw(key[0], key[1], tuple(n for n in tied if n in top),
+                     tuple(n for n in tied if n not in top))
 
 
 def final_places(t: Tournament, block: str) -> dict[int, int]:
-    """1 and 2 for the final's winner and runner-up, once its result decides it."""
+    """1 and 2 for the final's winner and runner-up, once its result decides it; with no final
+    (`finalists` 1), the first two of the complete preliminaries (players still in)."""
+    if t.settings.finalists == 1:
+        if not prelims_complete(t, block):
+            return {}
+        rows = [s for s in standings(t, block) if not s.withdrawn]
+        return {s.no: i + 1 for i, s in enumerate(rows[:2])}
     final = next((r for r in t.rounds_of(block) if r.final), None)
     if final is None:
         return {}

@@ -12,9 +12,7 @@ from .tournament import block_mats, mats_of
 
 
 def _result(r: Result | None) -> dict[str, Any] | None:
-    if r is None:
-        return None
-    return {"cards": list(r.cards), "tiebreak": r.tiebreak, "by": r.by, "at": r.at}
+    return None if r is None else r.as_dict()
 
 
 def _flag(f: Flag) -> dict[str, Any]:
@@ -42,6 +40,8 @@ def match_view(t: Tournament, r: Round, m: Match, public: bool = False) -> dict[
     if m.result is not None:
         out["result"] = _result(m.result) if not public else {
             "cards": list(m.result.cards), "tiebreak": m.result.tiebreak}
+        # the players at the mat confirmed this result (on the referee's phone)
+        out["players_confirmed"] = bool(m.result.players_at)
         out["outcome"] = [o.value for o in
                           (outcomes(m.players, m.result, final=r.final)[p] for p in m.players)]
     if not public:
@@ -54,6 +54,8 @@ def round_view(t: Tournament, r: Round, public: bool = False) -> dict[str, Any]:
         "block": r.block, "number": r.number, "final": r.final, "colour": r.colour,
         "matches": [match_view(t, r, m, public) for m in r.matches],
         "results": sum(1 for m in r.matches if m.result is not None),
+        "players_confirmed": sum(1 for m in r.matches
+                                 if m.result is not None and m.result.players_at),
         "complete": complete(t, r),
         "cards_read": cards_read(t, r),
         "confirmed": r.confirmed is not None,
@@ -112,6 +114,8 @@ def next_step(t: Tournament, block: str) -> dict[str, Any]:
         return {"step": "done", "round": None, "final": True}
     if len(prelims) < t.settings.rounds:
         return {"step": "pair", "round": len(prelims) + 1, "final": False}
+    if t.settings.finalists == 1:  # no final: the preliminaries decided the block
+        return {"step": "done", "round": None, "final": False}
     return {"step": "final", "round": t.final_round, "final": True}
 
 
@@ -138,7 +142,8 @@ def desk_view(t: Tournament) -> dict[str, Any]:
     return {
         "id": t.id, "name": t.name, "day": t.day, "version": t.version,
         "created_at": t.created_at,
-        "settings": {"rounds": t.settings.rounds, "cards": t.settings.cards},
+        "settings": {"rounds": t.settings.rounds, "cards": t.settings.cards,
+                     "finalists": t.settings.finalists},
         "draw": {"seed": t.draw_seed, "method": t.draw_method.value if t.draw_method else None},
         "lottery_seed": t.lottery_seed,
         "players": [{"no": p.no, "name": p.name, "furigana": p.furigana, "club": p.club,
@@ -173,7 +178,8 @@ def public_view(t: Tournament) -> dict[str, Any]:
             "final_lottery": final_lottery_view(t, b.name),
         })
     return {"id": t.id, "name": t.name, "day": t.day, "version": t.version,
-            "settings": {"rounds": t.settings.rounds, "cards": t.settings.cards},
+            "settings": {"rounds": t.settings.rounds, "cards": t.settings.cards,
+                     "finalists": t.settings.finalists},
             "lottery_seed": t.lottery_seed, "blocks": blocks}
 
 

@@ -89,8 +89,8 @@ class Desk:
         return self.tournament_store.tournaments()
 
     async def create(self, tid: str | None, name: str, day: str, rounds: int | None,
-                     cards: int | None) -> Tournament:
-        return await self.tournament_store.create(tid, name, day, rounds, cards)
+                     cards: int | None, finalists: int = 2) -> Tournament:
+        return await self.tournament_store.create(tid, name, day, rounds, cards, finalists)
 
     async def store(self, t: Tournament, replace_existing: bool = False) -> Tournament:
         """A whole tournament (new or imported) into the database and memory."""

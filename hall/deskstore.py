@@ -115,7 +115,7 @@ class DeskStore:
         return sorted(self.cache.values(), key=lambda t: t.created_at)
 
     async def create(self, tid: str | None, name: str, day: str, rounds: int | None,
-                     cards: int | None) -> Tournament:
+                     cards: int | None, finalists: int = 2) -> Tournament:
         if tid is None:
             tid = "t" + secrets.token_hex(3)
         if not TOURNAMENT_ID.match(tid) or tid in RESERVED_IDS:
@@ -124,7 +124,7 @@ class DeskStore:
         t = Tournament(
             id=tid, name=name, day=day,
             settings=Settings(rounds=rounds or self.config.desk.rounds,
-                              cards=cards or self.config.match.cards),
+                              cards=cards or self.config.match.cards, finalists=finalists),
             created_at=now_iso(), lottery_seed=secrets.randbelow(1_000_000),
             pairing_seed=secrets.randbelow(1_000_000))
         return await self.store(t)

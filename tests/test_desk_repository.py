@@ -61,7 +61,9 @@ def test_every_change_read_back_equals_the_tournament_in_memory(repo):
     step(ops.add_players(t, [Entry(f"選手{i}", f"せんしゅ{i}", f"c{i % 3}", "5")
                              for i in range(1, 12)]))
     step(ops.edit_player(t, 3, Entry("訂正", "ていせい", "c0", "6")))
-    step(ops.change_settings(t, name="広島大会", cards=15))
+    step(ops.edit_player(t, 4, Entry("選手4", "せんしゅ4", "c1", "5", "B")))  # given a block
+    assert t.player(4).block_fixed
+    step(ops.change_settings(t, name="広島大会", cards=15, finalists=1))
     step(ops.draw_blocks(t, 2, Method.CLUBS, 4, ["a", "b"]))
     step(ops.change_block(t, "B", colours=["pink", "green"], first_mat=11))
     step(ops.withdraw(t, 5))
@@ -75,6 +77,8 @@ def test_every_change_read_back_equals_the_tournament_in_memory(repo):
     step(ops.assign_referee(t, "r1", "審判", "a", [1, 2]))
     m = t.rounds_of("A")[0].matches[0]
     step(ops.record_result(t, 1, m.mat, dict.fromkeys(m.players, 3), None, "referee r1", "x"))
+    step(ops.confirm_by_players(t, 1, m.mat, dict.fromkeys(m.players, 3), None, "players",
+                                "x2", referee="r1"))
     step(ops.record_result(t, 1, m.mat, {m.players[0]: 4, m.players[1]: 3}, None, "operator",
                            "y"))
     for other in t.rounds_of("A")[0].matches[1:]:
@@ -85,8 +89,9 @@ def test_every_change_read_back_equals_the_tournament_in_memory(repo):
     step(ops.assign_referee(t, "r1", "審判", "a", []))
     step(ops.pair_next(t, "B", "now"))
     step(ops.add_players(t, [Entry("遅刻")], late=True))
-    assert len(t.history) == 2 + 2 * len(t.rounds_of("A")[0].matches) - 1
+    assert len(t.history) == 3 + 2 * len(t.rounds_of("A")[0].matches) - 1
     assert t.history[1].before == t.history[0].after and t.history[-1].confirmed
+    assert t.history[1].after.players_at == "x2" and t.history[2].after.players_at == ""
     assert [s.id for s in repo.summaries()] == ["t1"]
 
     # a change computed from an old version is refused and writes nothing
@@ -139,4 +144,28 @@ def test_a_database_of_the_first_schema_is_brought_up_to_date(tmp_path):
     repo = open_repository(url)
     t = repo.load("t1")
     assert t is not None and len(t.history) == 1 and not t.history[0].confirmed
+    repo.close()
+
+
+def test_a_database_of_the_second_schema_gets_finals_of_two_and_keeps_given_blocks(tmp_path):
+    """Before regional rules: every tournament has a final of the top two; a block in the
+    entries of a tournament not yet drawn was given (a draw keeps it), one after a draw was
+    drawn (a new draw draws it anew); no result was confirmed by its players."""
+    url = f"sqlite:///{tmp_path / 'old.sqlite3'}"
+    old = open_repository(url, run_migrations=False)
+    migrate(old.engine, "0002")
+    with old.engine.begin() as conn:
+        conn.execute(text("insert into tournaments values ('t1', 'x', '', 6, 17, '', null, "
+                          "null, 1, 2, 1)"))
+        conn.execute(text("insert into tournaments values ('t2', 'y', '', 6, 17, '', 5, "
+                          "'clubs', 1, 2, 1)"))
+        for tid in ("t1", "t2"):
+            conn.execute(text(f"insert into players values ('{tid}', 1, 'a', '', '', '', 'A', "
+                              "1, null)"))
+    old.close()
+    repo = open_repository(url)
+    t1, t2 = repo.load("t1"), repo.load("t2")
+    assert t1 is not None and t2 is not None
+    assert t1.settings.finalists == 2 and t2.settings.finalists == 2
+    assert t1.players[0].block_fixed and not t2.players[0].block_fixed
     repo.close()

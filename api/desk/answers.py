@@ -14,6 +14,18 @@ from api.models import Open
 class Settings(Open):
     rounds: int
     cards: int
+    finalists: int = Field(2, description="2: a final between each block's top two; 1: no "
+                                          "final, the first after the preliminaries wins")
+
+
+class PresetAnswer(Open):
+    """Regional rules: the settings a new tournament gets and how its blocks are drawn."""
+
+    id: str
+    rounds: int
+    finalists: int
+    method: str
+    block_size: int | None
 
 
 class TournamentSummary(Open):

@@ -91,7 +91,8 @@ async def draw(tid: str, body: Draw, request: Request, _p: Op) -> DeskView:
                 colours[c.name] = c.colors[0]
     seed = body.seed if body.seed is not None else secrets.randbelow(1_000_000)
     t = await d.change(tid, lambda t: ops.draw_blocks(t, body.blocks, Method(body.method), seed,
-                                                      channels or [], colours))
+                                                      channels or [], colours,
+                                                      size=body.block_size))
     return desk_answer(d, t)
 
 

@@ -28,6 +28,12 @@ class NewTournament(Strict):
                                description="preliminary rounds (default desk.rounds)")
     cards: int | None = Field(default=None, ge=1, le=100,
                               description="cards read a match (default match.cards)")
+    preset: Literal["standard", "eight_rounds", "grade_fours", "no_final"] | None = Field(
+        default=None, description="regional rules (GET /api/tournaments/presets): fill rounds "
+                                  "and finalists where not given")
+    finalists: Literal[1, 2] | None = Field(
+        default=None, description="2: the final between each block's top two (default); "
+                                  "1: no final, the block's first after the preliminaries wins")
 
 
 class TournamentPatch(Strict):
@@ -35,6 +41,7 @@ class TournamentPatch(Strict):
     day: str | None = Field(default=None, max_length=40)
     rounds: int | None = Field(default=None, ge=1, le=20)
     cards: int | None = Field(default=None, ge=1, le=100)
+    finalists: Literal[1, 2] | None = None
 
 
 class EntryIn(Strict):
@@ -60,8 +67,12 @@ class PlayerPatch(Strict):
 
 
 class Draw(Strict):
-    blocks: int = Field(ge=1, le=26)
-    method: Literal["random", "clubs", "grades"] = "random"
+    blocks: int | None = Field(default=None, ge=1, le=26,
+                               description="how many blocks (or give block_size)")
+    block_size: int | None = Field(default=None, ge=2, le=200,
+                                   description="blocks of about this many players (by grade: "
+                                               "each grade's own blocks)")
+    method: Literal["random", "clubs", "grades", "grades_clubs"] = "random"
     seed: int | None = Field(default=None, ge=0, le=999_999_999)
     channels: list[Channel] | None = Field(default=None, max_length=26,
                                            description="default: the hall's channels in turn")
@@ -97,6 +108,15 @@ class ResultIn(Strict):
         Field(min_length=2, max_length=3, description="entry number -> cards taken")
     tiebreak: int | None = Field(default=None, ge=1, le=100000, strict=True,
                                  description="a tied final: who took the extra card")
+
+
+class PlayersConfirm(Strict):
+    """The result as the players were shown it: confirmed only if it is still the one entered."""
+
+    cards: dict[Annotated[int, Field(ge=1, le=100000)],
+                Annotated[int, Field(ge=0, le=100, strict=True)]] = \
+        Field(min_length=2, max_length=3, description="entry number -> cards taken")
+    tiebreak: int | None = Field(default=None, ge=1, le=100000, strict=True)
 
 
 class AbsentIn(Strict):

@@ -19,6 +19,7 @@ from api.desk.deps import (
 )
 from api.desk.models import (
     AbsentIn,
+    PlayersConfirm,
     ResultIn,
 )
 from api.errors import ApiError
@@ -55,6 +56,21 @@ async def result(tid: str, number: int, mat: int, body: ResultIn, request: Reque
         except DeskError as e:
             extra_card = f"not read: {e.detail}"
     return _mat_answer(t, number, mat, extra_card)
+
+
+@router.post("/{tid}/rounds/{number}/mats/{mat}/players-confirm",
+             summary="The match's players confirm its result (on the referee's phone)",
+             responses=ERRORS,
+             response_model=MatResult, response_model_exclude_unset=True)
+async def players_confirm(tid: str, number: int, mat: int, body: PlayersConfirm,
+                          request: Request, p: Who) -> MatResult:
+    d = desk_of(request)
+    referee = _result_author(p)
+    by = ("players at the desk" if referee is None
+          else f"players with referee {p.referee} {p.name}")
+    t = await d.change(tid, lambda t: ops.confirm_by_players(
+        t, number, mat, body.cards, body.tiebreak, by, now_iso(), referee=referee))
+    return _mat_answer(t, number, mat, None)
 
 
 @router.post("/{tid}/rounds/{number}/mats/{mat}/absent",

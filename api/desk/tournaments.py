@@ -13,6 +13,7 @@ from api.deps import Op
 from api.desk.answers import (
     Deleted,
     DeskView,
+    PresetAnswer,
     PublicView,
     ResultChange,
     TournamentDocument,
@@ -36,6 +37,7 @@ from api.desk.models import (
 from desk import tournament as ops
 from desk.errors import Invalid
 from desk.export import from_document, to_document
+from desk.presets import PRESETS, preset
 from desk.views import history_view
 
 router = APIRouter(prefix=PREFIX, tags=["tournaments"])
@@ -52,8 +54,22 @@ async def list_tournaments(request: Request) -> list[TournamentSummary]:
              response_model=DeskView, response_model_exclude_unset=True)
 async def create(body: NewTournament, request: Request, _p: Op) -> DeskView:
     d = desk_of(request)
-    t = await d.create(body.id, body.name, body.day, body.rounds, body.cards)
+    rounds: int | None = body.rounds
+    finalists: int | None = body.finalists
+    if body.preset is not None:
+        p = preset(body.preset)
+        assert p is not None  # the body's Literal lists them
+        rounds = rounds or p.rounds
+        finalists = finalists or p.finalists
+    t = await d.create(body.id, body.name, body.day, rounds, body.cards, finalists or 2)
     return desk_answer(d, t)
+
+
+@router.get("/presets", summary="Regional rules a new tournament can be made with (anyone)",
+            response_model=list[PresetAnswer])
+async def presets() -> list[PresetAnswer]:
+    return [PresetAnswer(id=p.id, rounds=p.rounds, finalists=p.finalists,
+                         method=p.method.value, block_size=p.block_size) for p in PRESETS]
 
 
 @router.post("/import", summary="Import a tournament from its JSON export", responses=ERRORS,
@@ -92,7 +108,8 @@ async def patch_tournament(tid: str, body: TournamentPatch, request: Request, _p
                            ) -> DeskView:
     d = desk_of(request)
     t = await d.change(tid, lambda t: ops.change_settings(t, name=body.name, day=body.day,
-                                                         rounds=body.rounds, cards=body.cards))
+                                                         rounds=body.rounds, cards=body.cards,
+                                                         finalists=body.finalists))
     return desk_answer(d, t)
 
 

@@ -126,17 +126,19 @@ class Repository:
             for m in matches:
                 res = None
                 if m.cards is not None:
-                    res = Result(tuple(m.cards), m.tiebreak, m.result_by or "", m.result_at or "")
+                    res = Result(tuple(m.cards), m.tiebreak, m.result_by or "", m.result_at or "",
+                                 m.players_at or "")
                 by_round.setdefault((m.block, m.number), []).append(
                     Match(m.mat, tuple(m.players), res))
             return Tournament(
                 id=t.id, name=t.name, day=t.day,
-                settings=Settings(rounds=t.rounds, cards=t.cards),
+                settings=Settings(rounds=t.rounds, cards=t.cards, finalists=t.finalists),
                 created_at=t.created_at, draw_seed=t.draw_seed,
                 draw_method=Method(t.draw_method) if t.draw_method else None,
                 lottery_seed=t.lottery_seed, pairing_seed=t.pairing_seed,
                 players=tuple(Player(p.no, p.name, p.furigana, p.club, p.grade, p.block,
-                                     p.joined_round, p.withdrawn_round) for p in players),
+                                     p.joined_round, p.withdrawn_round, p.block_fixed)
+                               for p in players),
                 blocks=tuple(Block(b.name, b.channel, tuple(b.colours), b.first_mat)
                              for b in blocks),
                 rounds=tuple(Round(
@@ -167,7 +169,8 @@ class Repository:
                 raise Conflict(f"there is already a tournament {t.id!r}",
                                "choose another id, or replace it")
             s.add(TournamentRow(id=t.id, name=t.name, day=t.day, rounds=t.settings.rounds,
-                                cards=t.settings.cards, created_at=t.created_at,
+                                cards=t.settings.cards, finalists=t.settings.finalists,
+                                created_at=t.created_at,
                                 draw_seed=t.draw_seed,
                                 draw_method=t.draw_method.value if t.draw_method else None,
                                 lottery_seed=t.lottery_seed, pairing_seed=t.pairing_seed,
@@ -242,6 +245,7 @@ class Repository:
                 assert m is not None
                 m.cards, m.tiebreak = list(res.cards), res.tiebreak
                 m.result_by, m.result_at = res.by, res.at
+                m.players_at = res.players_at or None
                 s.add(change_row(tid, ch))
             case RoundConfirmed(block=block, number=n, confirmed=c, changes=chs):
                 rc = s.get(RoundRow, (tid, block, n))
@@ -256,6 +260,7 @@ class Repository:
                                      channel=ref.channel, mats=list(ref.mats)))
             case SettingsChanged(settings=st, name=name, day=day):
                 s.execute(update(TournamentRow).where(TournamentRow.id == tid)
-                          .values(rounds=st.rounds, cards=st.cards, name=name, day=day))
+                          .values(rounds=st.rounds, cards=st.cards, finalists=st.finalists,
+                                  name=name, day=day))
             case _:
                 assert_never(change)

@@ -38,6 +38,7 @@ class TournamentRow(Base):
     day: Mapped[str] = mapped_column(String(40), default="")
     rounds: Mapped[int] = mapped_column(Integer)
     cards: Mapped[int] = mapped_column(Integer)
+    finalists: Mapped[int] = mapped_column(Integer, default=2, server_default="2")
     created_at: Mapped[str] = mapped_column(String(40))
     draw_seed: Mapped[int | None] = mapped_column(BigInteger)
     draw_method: Mapped[str | None] = mapped_column(String(16))
@@ -59,6 +60,7 @@ class PlayerRow(Base):
     block: Mapped[str | None] = mapped_column(String(4))
     joined_round: Mapped[int] = mapped_column(Integer)
     withdrawn_round: Mapped[int | None] = mapped_column(Integer)
+    block_fixed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class BlockRow(Base):
@@ -108,6 +110,7 @@ class MatchRow(Base):
     tiebreak: Mapped[int | None] = mapped_column(Integer)
     result_by: Mapped[str | None] = mapped_column(String(120))
     result_at: Mapped[str | None] = mapped_column(String(40))
+    players_at: Mapped[str | None] = mapped_column(String(40))  # the players confirmed it
 
 
 class ResultChangeRow(Base):
@@ -136,19 +139,15 @@ class RefereeRow(Base):
     mats: Mapped[list[int]] = mapped_column(JSON)
 
 
-def result_to_dict(r: Result) -> dict[str, Any]:
-    return {"cards": list(r.cards), "tiebreak": r.tiebreak, "by": r.by, "at": r.at}
-
-
 def result_from_dict(d: dict[str, Any]) -> Result:
     return Result(tuple(int(c) for c in d["cards"]), d.get("tiebreak"), str(d.get("by", "")),
-                  str(d.get("at", "")))
+                  str(d.get("at", "")), str(d.get("players_at") or ""))
 
 
 def player_row(tid: str, p: Player) -> PlayerRow:
     return PlayerRow(tournament=tid, no=p.no, name=p.name, furigana=p.furigana, club=p.club,
                      grade=p.grade, block=p.block, joined_round=p.joined_round,
-                     withdrawn_round=p.withdrawn_round)
+                     withdrawn_round=p.withdrawn_round, block_fixed=p.block_fixed)
 
 
 def block_row(tid: str, i: int, b: Block) -> BlockRow:
@@ -181,12 +180,13 @@ def round_rows(tid: str, r: Round) -> list[Base]:
         out.append(MatchRow(tournament=tid, block=r.block, number=r.number, mat=m.mat,
                             players=list(m.players), cards=list(res.cards) if res else None,
                             tiebreak=res.tiebreak if res else None,
-                            result_by=res.by if res else None, result_at=res.at if res else None))
+                            result_by=res.by if res else None, result_at=res.at if res else None,
+                            players_at=(res.players_at or None) if res else None))
     return out
 
 
 def change_row(tid: str, c: ResultChange) -> ResultChangeRow:
     return ResultChangeRow(tournament=tid, number=c.round, mat=c.mat,
-                           before=result_to_dict(c.before) if c.before else None,
-                           after=result_to_dict(c.after), by=c.by, at=c.at,
+                           before=c.before.as_dict() if c.before else None,
+                           after=c.after.as_dict(), by=c.by, at=c.at,
                            confirmed=c.confirmed)

@@ -17,20 +17,32 @@ from ..model import (
 from .changes import BlockChanged, BlocksDrawn
 
 
-def draw_blocks(t: Tournament, count: int, method: Method, seed: int,
-                channels: Sequence[str], channel_colours: Mapping[str, str] | None = None
-                ) -> BlocksDrawn:
+def draw_blocks(t: Tournament, count: int | None, method: Method, seed: int,
+                channels: Sequence[str], channel_colours: Mapping[str, str] | None = None,
+                *, size: int | None = None) -> BlocksDrawn:
     """Blocks A, B, ... with their players, each with a reader (the hall's channels in turn),
-    a colour (the channel's, else one per block) and a range of mats (one after another)."""
+    a colour (the channel's, else one per block) and a range of mats (one after another).
+    `count` blocks, or blocks of about `size` players (by grade: each grade's own)."""
     if t.rounds:
         raise Conflict("a round is paired: the blocks cannot be drawn again", "",
                        params={"why": "draw_after_pairing"})
+    if (count is None) == (size is None):
+        raise Invalid("give the number of blocks or their size, one of the two", "")
     active = [p for p in t.players if p.withdrawn_round is None]
-    if len(active) < 2 * count:
-        raise Invalid(f"{len(active)} players cannot make {count} blocks of two or more",
-                      "draw fewer blocks")
-    names = blocks_mod.block_names(count)
-    assignment = blocks_mod.draw(active, names, method, seed)
+    if size is not None and not 2 <= size <= len(active):
+        raise Invalid(f"blocks of {size} players: between 2 and the {len(active)} players",
+                      "give another size")
+    if method is Method.GRADES_CLUBS:
+        names, assignment = blocks_mod.draw_by_grade(active, count, size, seed)
+    else:
+        if count is None:
+            assert size is not None
+            count = max(1, round(len(active) / size))
+        if len(active) < 2 * count:
+            raise Invalid(f"{len(active)} players cannot make {count} blocks of two or more",
+                          "draw fewer blocks")
+        names = blocks_mod.block_names(count)
+        assignment = blocks_mod.draw(active, names, method, seed)
     out: list[Block] = []
     mat = 1
     for i, name in enumerate(names):

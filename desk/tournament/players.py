@@ -16,8 +16,16 @@ from .changes import PlayerChanged, PlayersAdded, SettingsChanged
 
 
 def change_settings(t: Tournament, *, name: str | None = None, day: str | None = None,
-                    rounds: int | None = None, cards: int | None = None) -> SettingsChanged:
+                    rounds: int | None = None, cards: int | None = None,
+                    finalists: int | None = None) -> SettingsChanged:
     s = t.settings
+    if finalists is not None and finalists != s.finalists:
+        if finalists not in (1, 2):
+            raise Invalid("finalists: 2 (a final between the top two) or 1 (no final)", "")
+        if any(r.final for r in t.rounds):
+            raise Conflict("a final is paired: whether there is one cannot change now",
+                           "undo the final's pairing first", params={"why": "final_paired_set"})
+        s = replace(s, finalists=finalists)
     if rounds is not None and rounds != s.rounds:
         paired = max((r.number for r in t.rounds if not r.final), default=0)
         if rounds < paired or any(r.final for r in t.rounds):
@@ -65,7 +73,8 @@ def add_players(t: Tournament, entries: Sequence[Entry], *, late: bool = False
             raise Conflict("there are no blocks yet: add players as entries, then draw", "")
         no += 1
         out.append(Player(no, e.name, e.furigana, e.club, e.grade, block,
-                          joined_round=_first_open_round(t, block) if t.blocks else 1))
+                          joined_round=_first_open_round(t, block) if t.blocks else 1,
+                          block_fixed=e.block is not None))
     if len(t.players) + len(out) > 5000:
         raise Invalid("at most 5000 players in a tournament", "")
     return PlayersAdded(tuple(out))
@@ -91,7 +100,11 @@ def edit_player(t: Tournament, no: int, e: Entry) -> PlayerChanged:
             raise Invalid("a player needs a block once blocks are drawn", "")
     joined = _first_open_round(t, e.block) if e.block != p.block and t.blocks else p.joined_round
     return PlayerChanged(replace(p, name=e.name, furigana=e.furigana, club=e.club,
-                                 grade=e.grade, block=e.block, joined_round=joined))
+                                 grade=e.grade, block=e.block, joined_round=joined,
+                                 # a block set by hand is kept by a draw; one the draw gave
+                                 # stays the draw's
+                                 block_fixed=p.block_fixed if e.block == p.block
+                                 else e.block is not None))
 
 
 def withdraw(t: Tournament, no: int, withdrawn: bool = True) -> PlayerChanged:

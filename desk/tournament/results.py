@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from ..checks import complete, round_flags
 from ..errors import Conflict, Forbidden, Invalid
@@ -10,6 +11,7 @@ from ..model import (
     Confirmed,
     Match,
     ReadingStatus,
+    RefereeMats,
     Result,
     ResultChange,
     Round,
@@ -35,6 +37,39 @@ def _check_read(t: Tournament, r: Round, m: Match, referee: bool) -> None:
                    "start the round's reading at the desk first", code="round_not_read")
 
 
+def _check_mine(t: Tournament, mat: int, referee: str) -> RefereeMats:
+    mine = next((x for x in t.referees if x.referee == referee), None)
+    if mine is None or mat not in mine.mats:
+        raise Forbidden(f"mat {mat} is not one of this referee's mats "
+                        f"({', '.join(map(str, mine.mats)) if mine else 'none assigned'})",
+                        "ask the desk to assign the mat")
+    return mine
+
+
+def _check_referee(t: Tournament, r: Round, mat: int, referee: str | None) -> None:
+    """A referee (`referee` = its id; None: the desk) acts only at its own mats, on the match
+    its own channel read, and only until the block's next round is paired or the desk
+    confirms the round."""
+    if referee is None:
+        return
+    mine = _check_mine(t, mat, referee)
+    number = r.number
+    if r.reading is not None and r.reading.channel != mine.channel:
+        # the mats moved since the referee was given them: this match is another
+        # channel's, and its referees enter it
+        raise Forbidden(f"mat {mat} of round {number} is read on channel "
+                        f"{r.reading.channel}, but this referee joined channel "
+                        f"{mine.channel}", "ask the desk to assign the mat again",
+                        code="mat_not_on_channel")
+    if r.confirmed is not None:
+        raise Conflict(f"round {number} of block {r.block}'s results were confirmed by the "
+                       "desk: only the desk can correct them now", "ask the desk",
+                       code="result_locked")
+    if any(x.number > number for x in t.rounds_of(r.block)):
+        raise Conflict(f"round {number + 1} of block {r.block} is paired: this result can "
+                       "only be corrected at the desk", "ask the desk", code="result_locked")
+
+
 def record_result(t: Tournament, number: int, mat: int, cards: Mapping[int, int],
                   tiebreak: int | None, by: str, at: str, *, referee: str | None = None
                   ) -> ResultRecorded | None:
@@ -46,31 +81,11 @@ def record_result(t: Tournament, number: int, mat: int, cards: Mapping[int, int]
     desk confirms the round; the operator may correct any. The same result again changes
     nothing (None)."""
     r, m = locate(t, number, mat)
-    mine = None
     if referee is not None:
-        mine = next((x for x in t.referees if x.referee == referee), None)
-        if mine is None or mat not in mine.mats:
-            raise Forbidden(f"mat {mat} is not one of this referee's mats "
-                            f"({', '.join(map(str, mine.mats)) if mine else 'none assigned'})",
-                            "ask the desk to assign the mat")
+        _check_mine(t, mat, referee)
     _check_read(t, r, m, referee is not None)
     check_current(t, r)
-    if mine is not None:
-        assert r.reading is not None
-        if r.reading.channel != mine.channel:
-            # the mats moved since the referee was given them: this match is another
-            # channel's, and its referees enter it
-            raise Forbidden(f"mat {mat} of round {number} is read on channel "
-                            f"{r.reading.channel}, but this referee joined channel "
-                            f"{mine.channel}", "ask the desk to assign the mat again",
-                            code="mat_not_on_channel")
-        if r.confirmed is not None:
-            raise Conflict(f"round {number} of block {r.block}'s results were confirmed by the "
-                           "desk: only the desk can correct them now", "ask the desk",
-                           code="result_locked")
-        if any(x.number > number for x in t.rounds_of(r.block)):
-            raise Conflict(f"round {number + 1} of block {r.block} is paired: this result can "
-                           "only be corrected at the desk", "ask the desk", code="result_locked")
+    _check_referee(t, r, mat, referee)
     if set(cards) != set(m.players):
         names = ", ".join(f"no. {p}" for p in m.players)
         raise Invalid(f"mat {mat} is played by {names}: give the cards of each of them", "")
@@ -96,6 +111,33 @@ def record_result(t: Tournament, number: int, mat: int, cards: Mapping[int, int]
         return None
     return ResultRecorded(r.block, number, mat, result,
                           ResultChange(number, mat, before, result, by, at))
+
+
+def confirm_by_players(t: Tournament, number: int, mat: int, cards: Mapping[int, int],
+                       tiebreak: int | None, by: str, at: str, *, referee: str | None = None
+                       ) -> ResultRecorded | None:
+    """The match's players confirm its result on the referee's phone (or at the desk): the
+    result as they were shown it (`cards`, `tiebreak`), which must be the one entered, else
+    it was changed meanwhile and they look again. Kept in the history like an entry; a later
+    correction is a new result the players have not confirmed (the history keeps the one they
+    did). The same checks as entering a result (the referee's mat, until locked). Confirming
+    again changes nothing (None)."""
+    r, m = locate(t, number, mat)
+    if m.result is None:
+        raise Conflict(f"mat {mat} of round {number} has no result to confirm",
+                       "enter the result first", code="no_result")
+    shown = tuple(cards.get(p, -1) for p in m.players)
+    if set(cards) != set(m.players) or (shown, tiebreak) != (m.result.cards, m.result.tiebreak):
+        raise Conflict(f"the result at mat {mat} is now {'-'.join(map(str, m.result.cards))}: "
+                       "it changed since the players were shown it",
+                       "show the players the result again", code="result_changed",
+                       params={"why": "result_changed", "mat": mat})
+    if m.result.players_at:
+        return None
+    _check_referee(t, r, mat, referee)
+    result = replace(m.result, players_at=at)
+    return ResultRecorded(r.block, number, mat, result,
+                          ResultChange(number, mat, m.result, result, by, at))
 
 
 def walkover(t: Tournament, number: int, mat: int, absent: int, cards: int, by: str, at: str

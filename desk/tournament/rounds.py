@@ -111,6 +111,9 @@ def pair_final(t: Tournament, block: str, at: str) -> RoundPaired:
     if t.round_of(block, t.final_round) is not None:
         raise Conflict(f"block {block}'s final is already paired", "",
                        params={"why": "final_paired", "block": block})
+    if t.settings.finalists == 1:
+        raise Conflict("this tournament has no final: the first after the preliminaries wins "
+                       "the block", "", params={"why": "no_final", "block": block})
     top = [s.no for s in standings(t, block) if not s.withdrawn][:2]
     if len(top) < 2:
         raise Conflict(f"block {block} has fewer than two players for a final", "",
