@@ -31,6 +31,20 @@ def _targets(sizes: dict[str, int], free: int, names: Sequence[str]) -> dict[str
     return out
 
 
+def _deal(free: Sequence[Player], names: Sequence[str], target: dict[str, int],
+          rng: random.Random) -> dict[int, str]:
+    """Clubs apart with no block given: the players, club by club (the largest first), dealt
+    like cards round the blocks (the fuller ones first in each turn). A club's players take
+    turns in a row, so a club of k players is in k blocks, and a bigger one spread evenly."""
+    by_club: dict[str, list[Player]] = {}
+    for p in free:  # (already shuffled)
+        by_club.setdefault(p.club or f"\0{p.no}", []).append(p)
+    order = sorted(by_club.values(), key=lambda ps: (-len(ps), rng.random()))
+    turn = sorted(names, key=lambda n: (-target[n], rng.random()))
+    slots = [n for i in range(max(target.values(), default=0)) for n in turn if i < target[n]]
+    return {p.no: b for p, b in zip((p for ps in order for p in ps), slots, strict=True)}
+
+
 def draw(players: Sequence[Player], names: Sequence[str], method: Method, seed: int
          ) -> dict[int, str]:
     """The block of every player (entry number -> block name)."""
@@ -42,6 +56,8 @@ def draw(players: Sequence[Player], names: Sequence[str], method: Method, seed: 
             sizes[b] += 1
     free = [p for p in players if p.no not in assigned]
     rng.shuffle(free)
+    if method is Method.CLUBS and not assigned:
+        return _deal(free, names, _targets(sizes, len(free), names), rng)
     if method is Method.CLUBS:
         # the largest clubs first, each dealt to the blocks with the fewest of that club
         by_club: dict[str, list[Player]] = {}

@@ -156,6 +156,16 @@ def test_the_desk_starts_a_round_a_referee_enters_a_result_and_the_projector_cha
         before = projector.locator("#blocks").get_attribute("data-version")
         card.locator(".send").tap()
         expect(phone.locator(".mat-card[data-mat='1'] .state")).to_have_text("送信済み")
+        # the players at the mat confirm it on the referee's phone (issue 22: results
+        # confirmed); the desk sees it on the match
+        ask = phone.locator(".mat-card[data-mat='1'] .players-ask")
+        expect(ask).to_contain_text("二人の選手に結果を見せて")
+        shot(phone, "desk-results-phone-players")
+        ask.locator(".players-ok").tap()
+        expect(phone.locator(".mat-card[data-mat='1'] .players-done")).to_contain_text(
+            "選手確認済み")
+        expect(desk.locator("#rounds .match[data-mat='1'] .players-ok")).to_contain_text(
+            "選手確認済み")
 
         # the projector's standings change by themselves: the winner leads block A
         expect(projector.locator("#blocks")).not_to_have_attribute("data-version", before)
@@ -168,12 +178,64 @@ def test_the_desk_starts_a_round_a_referee_enters_a_result_and_the_projector_cha
         expect(desk.locator("#standings .round[data-block=A] tbody tr").first).to_have_attribute(
             "data-no", str(first["no"]))
 
+        # the desk corrects it from the slip: the players are asked again on the phone, and
+        # the history keeps the result they confirmed
+        d.call("PUT", d.t("/rounds/1/mats/1"), json={"cards": {
+            str(p["no"]): 0 for p in d.view()["rounds"][0]["matches"][0]["players"]}})
+        expect(phone.locator(".mat-card[data-mat='1'] .players-ask")).to_be_visible(
+            timeout=10_000)
+        h = d.call("GET", d.t("/history"))
+        assert h[-1]["before"]["players_at"] and not h[-1]["after"]["players_at"], h[-1]
+        assert h[-2]["by"].startswith("players with referee"), h[-2]
+
         printed = open_page(browser, f"{server.base}/print/day/rounds/1", errors, phone=False)
         expect(printed.locator("section")).to_have_count(2)
         shot(printed, "desk-print-round")
         pdf = printed.pdf(format="A4")
         assert pdf.startswith(b"%PDF") and pdf.count(b"/Type /Page\n") + pdf.count(
             b"/Type /Page\r") + pdf.count(b"/Type /Page ") + pdf.count(b"/Type/Page") >= 2
+    finally:
+        d.close()
+    assert not errors, errors
+
+
+def test_a_regional_preset_fills_the_rules_and_draws_blocks_of_four_by_grade(server, browser):
+    """Issue 22's regional rules: 学年別の4人ブロック・学校を分ける chosen at creation fills
+    3 rounds and no final; the draw form proposes blocks of four by grade, schools spread;
+    the rounds tab offers no final."""
+    errors: list[str] = []
+    d = Desk(server.base, server.op, tid="fours")
+    try:
+        desk = open_page(browser, f"{server.base}/desk#token={TOKEN}", errors, phone=False)
+        # a tournament already there opens: a new one from the toggle
+        expect(desk.locator("#new-box:visible, #new-toggle:visible").first).to_be_visible()
+        if desk.locator("#new-box").is_hidden():
+            desk.click("#new-toggle")
+        desk.select_option("#new-preset", "grade_fours")
+        expect(desk.locator("#new-rounds")).to_have_value("3")
+        expect(desk.locator("#new-finalists")).to_have_value("1")
+        desk.fill("#new-name", "学年別大会")
+        desk.fill("#new-id", "fours")
+        desk.click("#new-create")
+        expect(desk.locator("#t-title")).to_contain_text("学年別大会")
+        assert d.view()["settings"] == {"rounds": 3, "cards": 17, "finalists": 1}
+        grades = ("小3", "小4", "小5", "小6")
+        schools = ("東小", "西小", "南小", "北小", "中央小")
+        d.call("POST", d.t("/entries"), json={"players": [
+            {"name": f"{g}選手{i}", "club": schools[i % 5], "grade": g}
+            for g in grades for i in range(10)]})
+        desk.click("#tabs [data-tab=blocks]")
+        expect(desk.locator("#draw-method")).to_have_value("grades_clubs")
+        expect(desk.locator("#draw-size")).to_have_value("4")
+        desk.click("#draw-button")
+        expect(desk.locator("#blocks tbody tr")).to_have_count(12)
+        v = d.view()
+        for b in v["blocks"]:
+            ps = [p for p in v["players"] if p["block"] == b["name"]]
+            assert len({p["grade"] for p in ps}) == 1 and len({p["club"] for p in ps}) == len(ps)
+        shot(desk, "desk-blocks-by-grade")
+        desk.click("#tabs [data-tab=rounds]")
+        expect(desk.locator("#pair-final")).to_be_hidden()
     finally:
         d.close()
     assert not errors, errors

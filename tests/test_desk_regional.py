@@ -37,9 +37,10 @@ def tournament(settings_: Settings, entries: list[Entry]) -> Tournament:
 
 
 # ---------------------------------------------------------------------- blocks by grade
-def test_blocks_of_four_of_one_grade_from_different_schools():
+@pytest.mark.parametrize("seed", range(25))
+def test_blocks_of_four_of_one_grade_from_different_schools(seed):
     t = tournament(Settings(rounds=3, finalists=1), grade_entries(10))
-    drawn = ops.draw_blocks(t, None, Method.GRADES_CLUBS, 7, ["main"], size=4)
+    drawn = ops.draw_blocks(t, None, Method.GRADES_CLUBS, seed, ["main"], size=4)
     t = ops.apply(t, drawn)
     assert len(t.blocks) == 12  # each grade of ten: blocks of 4, 3 and 3
     for b in t.blocks:
@@ -50,7 +51,7 @@ def test_blocks_of_four_of_one_grade_from_different_schools():
         assert max(clubs.values()) == 1, (b.name, clubs)  # every school once at most
     assert t.draw_method is Method.GRADES_CLUBS
     # the seed decides
-    assert ops.draw_blocks(t, None, Method.GRADES_CLUBS, 7, ["main"], size=4) == drawn
+    assert ops.draw_blocks(t, None, Method.GRADES_CLUBS, seed, ["main"], size=4) == drawn
 
 
 @settings(max_examples=60, deadline=None)

@@ -146,7 +146,9 @@ def standings_page(t: Tournament) -> str:
         note = ""
         if drawn is not None:
             went, left = ("・".join(x["name"] for x in drawn[k]) for k in ("drawn", "left"))
-            note = (f'<p class="sub">決勝進出は抽選で決定: {escape(went)} が決勝へ（{escape(left)}'
+            where = "決勝へ" if t.settings.finalists == 2 else "1位（優勝）"
+            note = (f'<p class="sub">{"決勝進出" if t.settings.finalists == 2 else "1位"}は抽選'
+                    f'で決定: {escape(went)} が{where}（{escape(left)}'
                     f' と勝ち数 {drawn["wins"]}・取り札 {drawn["cards"]} が同じ）</p>')
         sections.append(
             f"<section><h1>{escape(t.name)} 成績</h1>"
@@ -155,7 +157,8 @@ def standings_page(t: Tournament) -> str:
             "</div>"
             '<table><thead><tr><th class="num">順位</th><th>名前</th><th>所属</th>'
             '<th class="num">勝</th><th class="num">分</th><th class="num">負</th>'
-            '<th class="num">取り札</th><th class="num">抽選</th><th>決勝</th></tr></thead>'
+            '<th class="num">取り札</th><th class="num">抽選</th>'
+            f'<th>{"決勝" if t.settings.finalists == 2 else "入賞"}</th></tr></thead>'
             f"<tbody>{''.join(rows)}</tbody></table>{note}</section>")
     return _doc(f"{t.name} 成績", "".join(sections) or "<p>ブロックがまだありません</p>")
 

@@ -18,6 +18,7 @@
   // view replaces
   let unpairArmed = { key: null, at: 0 };
   let absentArmed = { key: null, at: 0 }; // the same for 欠席 (不戦勝) at a mat
+  let drawDefaultsFor = null; // the tournament whose draw form took its rules' defaults
   const channels = new Map(); // channel name -> Y.Channel
   const channelState = new Map(); // channel name -> its latest state
   const matDrafts = new Map(); // referee id -> the mats typed for it, not yet assigned
@@ -125,10 +126,24 @@
     poll();
   }
 
+  // regional rules: a preset fills the rounds and the final (each still the organiser's to
+  // change) and, later, how the blocks are drawn
+  let presets = [];
+  const presetOf = (v) => presets.find((p) => p.rounds === v.settings.rounds
+    && p.finalists === v.settings.finalists) || null;
+  Y.api("GET", "/api/tournaments/presets").then((ps) => { presets = ps; }).catch(() => {});
+  $("new-preset").addEventListener("change", () => {
+    const p = presets.find((x) => x.id === $("new-preset").value);
+    if (!p) return;
+    $("new-rounds").value = String(p.rounds);
+    $("new-finalists").value = String(p.finalists);
+  });
+
   $("new-form").addEventListener("submit", async (e) => {
     e.preventDefault();
     const body = { name: $("new-name").value.trim(), day: $("new-day").value.trim(),
-      rounds: Number($("new-rounds").value) || null, cards: Number($("new-cards").value) || null };
+      rounds: Number($("new-rounds").value) || null, cards: Number($("new-cards").value) || null,
+      finalists: Number($("new-finalists").value) || null };
     const id = $("new-id").value.trim();
     if (id) body.id = id;
     const v = await call("POST", "/api/tournaments", body);
@@ -318,6 +333,13 @@
   }
 
   function renderBlocks() {
+    // before the first draw, the form proposes what the tournament's rules draw
+    const p = presetOf(view);
+    if (view.draw.seed === null && p && drawDefaultsFor !== view.id) {
+      drawDefaultsFor = view.id;
+      $("draw-method").value = p.method;
+      $("draw-size").value = p.block_size ? String(p.block_size) : "";
+    }
     $("drawn").textContent = view.draw.seed === null ? ""
       : t("drawn_with", { method: t(`m_${view.draw.method}`), seed: view.draw.seed });
     const rows = view.blocks.map((b) => {
@@ -339,7 +361,9 @@
 
   $("draw-form").addEventListener("submit", async (e) => {
     e.preventDefault();
-    const body = { blocks: Number($("draw-count").value), method: $("draw-method").value };
+    const size = Number($("draw-size").value);
+    const body = size ? { block_size: size, method: $("draw-method").value }
+      : { blocks: Number($("draw-count").value), method: $("draw-method").value };
     if ($("draw-seed").value !== "") body.seed = Number($("draw-seed").value);
     refreshWith(await call("POST", tp("/blocks/draw"), body));
   });
@@ -513,6 +537,7 @@
     $("close-all").hidden = !current.some((r) => liveOf(r).phase === "finished");
     $("pair-next").disabled = !view.blocks.some((b) => b.next.step === "pair");
     $("pair-final").disabled = !view.blocks.some((b) => b.next.step === "final");
+    $("pair-final").hidden = view.settings.finalists === 1; // no final: the first wins
     // a mat without its result is shown on its round (results n / total); the list is for
     // what needs the desk: more cards than read, a tied final, a pairing to redo, a channel
     const flags = view.flags.filter((f) => f.code !== "missing_result" && f.code !== "no_referee");
@@ -607,6 +632,9 @@
   // its internal id)
   function byWhom(by) {
     if (!by || by === "operator") return t("by_desk");
+    if (by === "players at the desk") return t("by_players_desk");
+    const pm = /^players with referee \S+ (.*)$/.exec(by);
+    if (pm) return t("by_players", { name: pm[1] });
     const m = /^referee \S+ (.*)$/.exec(by);
     return m ? m[1] : by;
   }
@@ -687,7 +715,8 @@
     });
     const flagged = r.flags.some((f) => f.mat === m.mat && f.level === "error" && f.code !== "missing_result");
     const meta = el("div", { class: "meta" }, m.referee ? `${t("referee")}: ${m.referee.name}` : "",
-      m.result ? ` · ${byWhom(m.result.by)}` : "");
+      m.result ? ` · ${byWhom(m.result.by)}` : "",
+      m.players_confirmed ? el("span", { class: "players-ok" }, ` · ✓ ${t("players_ok")}`) : "");
     return el("div", { class: `match${flagged ? " flagged" : ""}${m.result ? "" : " missing"}`, "data-mat": m.mat },
       el("div", { class: "mat" }, String(m.mat)),
       el("div", { class: "seats" }, ...seats, meta),
@@ -732,7 +761,8 @@
 
   function finalLottery(fl) {
     const names = (xs) => xs.map((x) => x.name).join("・");
-    return t("final_lottery", { drawn: names(fl.drawn), left: names(fl.left), wins: fl.wins, cards: fl.cards });
+    return t(view.settings.finalists === 1 ? "final_lottery_one" : "final_lottery",
+      { drawn: names(fl.drawn), left: names(fl.left), wins: fl.wins, cards: fl.cards });
   }
 
   async function download(path, name) {

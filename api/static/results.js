@@ -40,7 +40,9 @@
 
   function card(tt, m) {
     const k = key(tt, m);
-    const draft = drafts.get(k) || Object.fromEntries(m.players.map((p, i) =>
+    // what the referee typed stays until sent; an untouched card shows the result as the
+    // server has it now (the desk may have corrected it from a slip)
+    const draft = (touched.has(k) && drafts.get(k)) || Object.fromEntries(m.players.map((p, i) =>
       [p.no, m.result ? m.result.cards[i] : 0]));
     drafts.set(k, draft);
     const sent = m.result && m.players.every((p, i) => m.result.cards[i] === draft[p.no]);
@@ -92,6 +94,15 @@
         return b;
       })));
     }
+    // the players at the mat confirm the result sent (as the server has it): shown to both,
+    // then their press; a correction afterwards asks them again
+    if (m.players_confirmed) {
+      parts.push(el("p", { class: "players-done" }, `✓ ${t("res_players_done")}`));
+    } else if (sent && !m.closed && !(tied && !m.result.tiebreak)) {
+      const ok = el("button", { type: "button", class: "btn players-ok" }, t("res_players_ok"));
+      ok.addEventListener("click", () => confirmByPlayers(tt, m));
+      parts.push(el("div", { class: "players-ask" }, el("p", {}, t("res_players_ask")), ok));
+    }
     for (const f of m.flags.filter((x) => x.level === "error" && x.code !== "missing_result")) {
       parts.push(el("p", { class: "flag" }, t(`f_${f.code}`)));
     }
@@ -125,6 +136,20 @@
         { token: me.token, body });
       Y.vibrate(60);
       drafts.delete(key(tt, m));
+      touched.delete(key(tt, m));
+    } catch (e) {
+      Y.showError(e);
+    }
+    await load();
+  }
+
+  async function confirmByPlayers(tt, m) {
+    const body = { cards: Object.fromEntries(m.players.map((p, i) => [p.no, m.result.cards[i]])) };
+    if (m.result.tiebreak) body.tiebreak = m.result.tiebreak;
+    try {
+      await Y.api("POST", `/api/tournaments/${encodeURIComponent(tt.tournament)}/rounds/${m.round}/mats/${m.mat}/players-confirm`,
+        { token: me.token, body });
+      Y.vibrate(60);
     } catch (e) {
       Y.showError(e);
     }

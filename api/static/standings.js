@@ -111,9 +111,11 @@
     const sharing = new Map();
     for (const s of rows) sharing.set(s.place, (sharing.get(s.place) || 0) + 1);
     const items = rows.map((s) => {
-      // gold: in the top two as things stand (not when equals share the place across the line)
-      const gold = !s.withdrawn && (decided ? !!s.final_place
-        : s.place + sharing.get(s.place) - 1 <= 2);
+      // gold: going on as things stand, the top two (or the first, with no final); not when
+      // equals share the place across the line
+      const going = (view.settings && view.settings.finalists) || 2;
+      const gold = !s.withdrawn && (decided ? s.final_place && s.final_place <= going
+        : s.place + sharing.get(s.place) - 1 <= going);
       const badges = [];
       if (s.final_place) {
         badges.push(el("span", { class: `badge place${s.final_place}` },
@@ -140,7 +142,8 @@
     const fl = b.final_lottery;
     if (fl) {
       const names = (xs) => xs.map((x) => x.name).join("・");
-      parts.push(el("p", { class: "lottery-note" }, t("final_lottery", {
+      parts.push(el("p", { class: "lottery-note" }, t(view.settings && view.settings.finalists === 1
+        ? "final_lottery_one" : "final_lottery", {
         drawn: names(fl.drawn), left: names(fl.left), wins: fl.wins, cards: fl.cards })));
     }
     if (b.next_mats && unstarted) {
