@@ -14,6 +14,7 @@ from playwright.sync_api import Browser, expect
 from .chromium import launched, watch_errors
 from .desk_sim import CHANNELS, Desk, desk_server, entries_csv
 from .serverproc import Server
+from .test_desk_pages import shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.server]
 
@@ -58,6 +59,7 @@ def test_from_a_40_name_csv_to_round_1_started_in_at_most_10_clicks(server, brow
         absentee = d.view()["players"][6]
         page.click(f"#checkin-list .chip[data-no='{absentee['no']}']")  # 3
         expect(page.locator("#checkin-count")).to_contain_text("欠席 1 人")
+        shot(page, "desk-checkin")
 
         page.click("#tabs [data-tab=blocks]")  # 4
         page.fill("#draw-count", "4")
@@ -74,6 +76,7 @@ def test_from_a_40_name_csv_to_round_1_started_in_at_most_10_clicks(server, brow
         expect(page.locator("#referees li")).to_have_count(12)
         page.click("#deal-all")  # 7
         expect(page.locator("#referees .unwatched.muted")).to_have_count(len(CHANNELS))
+        shot(page, "desk-referees-tab")
 
         page.click("#tabs [data-tab=rounds]")  # 8
         page.click("#pair-next")  # 9
