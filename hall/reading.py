@@ -205,14 +205,15 @@ class Reading:
         if self.speakers is not None:  # a page must fetch and decode the first clip
             lead_ms = max(lead_ms, self.config.server.speakers.lead_ms)
         lead = round(lead_ms * self.rate / 1000)
-        engine = Engine(match=plan.match, deck=plan.deck, voice=voice, clock=self.clock,
+        # the timeline goes on from the last match's (one recovered after a restart runs
+        # ahead of this process's clock): it never moves back, so a speaker page's estimate of
+        # it stays true from one match to the next
+        engine = Engine(match=plan.match, deck=plan.deck, voice=voice, clock=self._match_clock,
                         rate=self.rate, schedule_lead=lead, cards=plan.cards)
         header = journal_header(engine, channel=self.name, voice=plan.voice,
                                 preset=self.preset if p.replay else p.preset)
         self.journal.begin(journal_path(self.journal.directory, plan.deck), header)
         self._use_voice(voice, plan.voice)
-        self._frame_offset = 0
-        self._match_clock = self.clock
         self.header = header
         self.engine = engine
         if not p.replay:

@@ -7,8 +7,9 @@ the same clips on the same timeline: the runtime hands every batch of commands t
 output never waits for the speakers), and the feed turns them into one *schedule* message for
 the channel's "speaker" audience (`Hub.publish_speakers`), which no other page receives:
 
-    {"type": "speaker", "seq", "clips": [{"id", "url", "at_s", "offset_s", "duration_s",
-     "segment"}], "stops", "stop_s", "prefetch": [url, ...], "volume_db", "fade_ms"}
+    {"type": "speaker", "seq", "epoch", "clips": [{"id", "url", "at_s", "offset_s",
+     "duration_s", "segment"}], "stops", "stop_s", "prefetch": [url, ...], "volume_db",
+     "fade_ms"}
 
 Each message is the whole schedule (every clip not long over), like the state snapshots, so a
 page that joins late or reconnects gets it at once and plays the clip under way from the
@@ -19,10 +20,12 @@ counts the stops so far and `stop_s` is the last one's time: a page fades out, f
 
 Time: a page keeps its own estimate of the timeline's time (`sync` messages: the page's clock
 out, the timeline's `s` back, answered on receipt; see speaker.js for the offset and drift it
-fits). `SoundingClock.now()` is the timeline time whose frame is sounding at this instant: for
-a wall-clock channel (output `browser`) the engine's clock itself; for a channel whose engine
-follows a sound card (output `both`) the device's frame clock, smoothed (it moves in blocks),
-less the audio still queued in the device, so the pages sound with the device's speaker.
+fits; `epoch` in both a sync answer and a schedule changes when the timeline jumps, and a
+page then starts its estimate again). `SoundingClock.now()` is the timeline time whose frame
+is sounding at this instant: for a wall-clock channel (output `browser`) the engine's clock
+itself; for a channel whose engine follows a sound card (output `both`) the device's frame
+clock, smoothed (it moves in blocks), less the audio still queued in the device, so the pages
+sound with the device's speaker.
 
 Clips are served at `/api/clips/{id}.ogg`: Ogg Opus (see `audio.codec.encode_opus` for why),
 only to the channel's admitted speakers and the operator (hall.speakerlink). The id is a keyed
@@ -56,6 +59,7 @@ log = logging.getLogger("yomite.speaker")
 
 KEEP_AFTER_END_S = 2.0  # a clip stays in the schedule this long after its end
 PREFETCH = 2  # clips beyond the scheduled ones a page fetches ahead (the next card)
+JUMP_S = 0.25  # the timeline moving this much against the monotonic clock is a new epoch
 
 
 def cache_key(voice: VoiceLike, clip: Clip) -> str:
@@ -214,7 +218,8 @@ class SpeakerFeed:
 
     def __init__(self, rate: int, store: ClipStore, clock: SoundingClock,
                  publish: Callable[[dict[str, Any]], None], *, volume_db: float = 0.0,
-                 fade_ms: float = 5.0, channel: str = "main") -> None:
+                 fade_ms: float = 5.0, channel: str = "main",
+                 mono: Callable[[], float] = time.monotonic) -> None:
         self.rate = rate
         self.channel = channel
         self._engine: Engine | None = None
@@ -229,6 +234,13 @@ class SpeakerFeed:
         self._stops = 0
         self._stop_s: float | None = None
         self._seq = 0
+        # the timeline's epoch: it changes when the timeline jumps against the monotonic clock
+        # (it should not: a new match goes on from the last one's time; a stalled sound card
+        # or anything else that moves it is said to the pages, which then start their estimate
+        # of the timeline again instead of trusting samples of the old one)
+        self.epoch = 0
+        self._lead: float | None = None
+        self._mono = mono
         self._message: dict[str, Any] = self._build()
 
     def carry_out(self, commands: list[Command], engine: Engine | None,
@@ -273,14 +285,27 @@ class SpeakerFeed:
 
     def message(self) -> dict[str, Any]:
         """The current schedule, for a page that connects."""
-        self._prune()
-        return {**self._message, "clips": [e.message() for e in self._entries]}
+        self._prune()  # (notes a jump of the timeline since the last message: its epoch)
+        return {**self._message, "epoch": self.epoch,
+                "clips": [e.message() for e in self._entries]}
 
     def sync(self, payload: dict[str, Any]) -> dict[str, Any]:
         """The answer to a page's clock probe: its own fields back, with the timeline's time."""
         out = self.echo(payload)
-        out["s"] = self.clock.now()
+        out["s"] = self.now()
+        out["epoch"] = self.epoch
         return out
+
+    def now(self) -> float:
+        """The timeline's time, noting a jump of it (a new epoch)."""
+        s = self.clock.now()
+        lead = s - self._mono()
+        if self._lead is not None and abs(lead - self._lead) > JUMP_S:
+            self.epoch += 1
+            log.warning("channel %s: the timeline jumped by %+.3f s (epoch %d)",
+                        self.channel, lead - self._lead, self.epoch)
+        self._lead = lead
+        return s
 
     @staticmethod
     def echo(payload: dict[str, Any]) -> dict[str, Any]:
@@ -297,7 +322,7 @@ class SpeakerFeed:
         if engine is not None and engine is not self._engine:
             self._engine = engine
             self._match = secrets.token_hex(16)
-            now = self.clock.now()
+            now = self.now()
             self._entries = [e for e in self._entries if e.end_s > now]
 
     def _upcoming(self, engine: Engine | None, voice: VoiceLike) -> list[str]:
@@ -315,12 +340,12 @@ class SpeakerFeed:
         return [f"/api/clips/{cid}.ogg" for cid in out]
 
     def _prune(self) -> None:
-        now = self.clock.now()
+        now = self.now()
         self._entries = [e for e in self._entries if e.end_s > now - KEEP_AFTER_END_S]
 
     def _build(self) -> dict[str, Any]:
         self._prune()
-        return {"type": "speaker", "seq": self._seq, "rate": self.rate,
+        return {"type": "speaker", "seq": self._seq, "rate": self.rate, "epoch": self.epoch,
                 "clips": [e.message() for e in self._entries], "stops": self._stops,
                 "stop_s": self._stop_s, "prefetch": list(self._prefetch),
                 "volume_db": self.volume_db, "fade_ms": self.fade_ms}

@@ -33,10 +33,13 @@ class PcmVoice(FakeVoice):
         return []
 
 
-def feed(clock=None):
+def feed(clock=None, mono=None):
+    """A feed on `clock`; its monotonic clock is `mono`, else the same clock (no jump)."""
     sent = []
     store = ClipStore(b"k" * 32, lambda v, c: b"OggS")
-    f = SpeakerFeed(RATE, store, SoundingClock(clock or ManualClock()), sent.append)
+    clock = clock or ManualClock()
+    f = SpeakerFeed(RATE, store, SoundingClock(clock), sent.append,
+                    mono=(mono or clock).now)
     return f, sent
 
 
@@ -60,7 +63,24 @@ def test_clips_and_stops_become_one_schedule():
     f.carry_out([PlayClip(kami, 120000, 0, 4)], None, voice)
     assert [c["id"] for c in sent[-1]["clips"]] == ["4@120000"]
     assert f.sync({"type": "sync", "id": 3, "c": 1.5, "x": "dropped"}) == {
-        "type": "sync", "id": 3, "c": 1.5, "s": 0.0}
+        "type": "sync", "id": 3, "c": 1.5, "s": 0.0, "epoch": 0}
+
+
+def test_a_jump_of_the_timeline_is_a_new_epoch_for_the_pages():
+    """The timeline moving against the monotonic clock (it should not; a stalled sound card,
+    a clock adopted from a journal) is said to the pages in every sync answer and schedule,
+    so that they start their estimate again instead of playing on a stale one."""
+    timeline, mono = ManualClock(), ManualClock()
+    f, sent = feed(timeline, mono)
+    timeline.advance(10.0)
+    mono.advance(10.1)  # 0.1 s apart: a block's jitter, not a jump
+    assert f.sync({"id": 1, "c": 0})["epoch"] == 0
+    mono.advance(5.0)  # the timeline stood still for 5 s: it fell 5 s behind
+    assert f.sync({"id": 2, "c": 0})["epoch"] == 1
+    assert f.message()["epoch"] == 1
+    f.carry_out([PlayClip(verse_clip(1, Verse.KAMI), 48000 * 6, 0, 4)], None, PcmVoice())
+    assert sent[-1]["epoch"] == 1
+    assert f.sync({"id": 3, "c": 0})["epoch"] == 1  # steady again: the same epoch
 
 
 def test_a_clip_over_before_a_stop_stays_and_old_clips_are_pruned():

@@ -31,6 +31,7 @@
     conn: $("conn"), enable: $("enable"), now: $("now"), sound: $("sound"),
     soundText: $("sound-text"), phase: $("phase"), detail: $("detail"), clock: $("clock"),
     sync: $("sync"), latency: $("latency"), volume: $("volume"), chname: $("chname"),
+    missed: $("missed"),
   };
 
   const MARGIN_S = 0.01; // a start or fade is placed at least this far after currentTime
@@ -183,7 +184,12 @@
   const buffers = new Map(); // url -> Promise<AudioBuffer>
   const wanted = new Map(); // id -> clip entry, from the latest schedule
   const playing = new Map(); // id -> {c, src, gain, ctxAt, end, off}
-  const stats = { placed: 0, late: 0, resyncs: 0, stops: 0, silenced: 0, log: [] };
+  const stats = { placed: 0, late: 0, resyncs: 0, stops: 0, silenced: 0, retries: 0,
+    missed: 0, epochs: 0, log: [] };
+  let epoch = null; // the server's timeline epoch this page's estimate belongs to
+  let retryTimer = 0; // a clip whose fetch failed is asked for again while it is still due
+  const done = new Set(); // ids of clips placed (or given up as missed) in this epoch
+  let readyFrom = null; // the timeline's time from which this page could play (missed after)
   let match = null; // the public state's match
   let refused = null; // why the server refused this page
 
@@ -250,6 +256,7 @@
     if (sent === undefined || msg.c !== sent || typeof msg.s !== "number") return;
     probes.delete(msg.id);
     lastSyncRx = received;
+    if (!sameEpoch(msg.epoch)) return; // a probe of the old timeline: the burst asks again
     server.add(sent, received, msg.s);
     if (server.ready) apply();
   }
@@ -311,7 +318,27 @@
     return p;
   }
 
+  /** A sync answer or a schedule of another timeline epoch: the timeline jumped on the server
+      (it should not; a new match goes on from the last one's time): the estimate and what
+      plays start again, and the clips still due are placed on the new estimate. */
+  function sameEpoch(e) {
+    if (typeof e !== "number" || e === epoch) return true;
+    const first = epoch === null;
+    epoch = e;
+    if (first) return true;
+    stats.epochs += 1;
+    server.reset();
+    probes.clear();
+    for (const p of [...playing.values()]) fadeOut(p);
+    wanted.clear();
+    done.clear();
+    readyFrom = null;
+    burst();
+    return false;
+  }
+
   function onSchedule(msg) {
+    sameEpoch(msg.epoch);
     schedule = msg;
     fadeS = Math.max(0.001, (msg.fade_ms || 2) / 1000);
     if (msg.volume_db !== volumeDb) setVolume(msg.volume_db);
@@ -338,8 +365,14 @@
       buffer(c.url).then((buf) => {
         if (wanted.get(c.id) === c && ready() && !playing.has(c.id)) place(c, buf);
       }).catch((e) => {
-        wanted.delete(c.id); // tried again with the next schedule
+        // asked for again while it is still due (not only with the next schedule, which may
+        // not come before it is over)
+        wanted.delete(c.id);
         console.warn(e);
+        if (!retryTimer) {
+          stats.retries += 1;
+          retryTimer = setTimeout(() => { retryTimer = 0; apply(); }, 250);
+        }
       });
     }
   }
@@ -367,6 +400,7 @@
       if (from === null) stats.late += 1;
     }
     src.start(when, off);
+    done.add(c.id);
     const p = { c, src, gain, ctxAt, when, end: when + buf.duration - off, off, bad: 0 };
     playing.set(c.id, p);
     src.onended = () => {
@@ -398,6 +432,7 @@
   }
 
   function lost() {
+    readyFrom = null;
     for (const p of [...playing.values()]) fadeOut(p);
     wanted.clear();
     seenStops = null;
@@ -409,6 +444,7 @@
   function check() {
     render();
     if (!ready()) return;
+    missed();
     const now = ctx.currentTime;
     for (const p of [...playing.values()]) {
       if (p.end < now + 0.05) continue;
@@ -428,6 +464,23 @@
       fadeOut(p, null, at);
       if (place(p.c, p.src.buffer, at)) stats.resyncs += 1;
     }
+  }
+
+  /** A clip of the schedule whose end has passed and that never sounded here: counted and
+      shown (a lost clip is said, never dropped silently). */
+  function missed() {
+    if (!schedule) return;
+    const now = server.timeline(performance.now());
+    if (readyFrom === null) readyFrom = now;
+    for (const c of schedule.clips) {
+      if (done.has(c.id) || playing.has(c.id) || c.at_s < readyFrom) continue;
+      if (c.at_s + c.duration_s - c.offset_s < now - 0.1) {
+        done.add(c.id);
+        stats.missed += 1;
+        stats.lastMissed = c.id;
+      }
+    }
+    if (done.size > 2000) done.clear();
   }
 
   function setVolume(db) {
@@ -473,6 +526,8 @@
     const lat = output && output.latency();
     ui.latency.textContent = lat === null || lat === undefined ? "" : `${Math.round(lat * 1000)} ms`;
     ui.volume.textContent = volumeDb === 0 ? "0 dB" : `${volumeDb} dB`;
+    ui.missed.hidden = stats.missed === 0;
+    ui.missed.textContent = t("speaker_missed", { n: stats.missed });
   }
 
   // for tests and the curious: what this page has estimated and done
