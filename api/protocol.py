@@ -82,8 +82,27 @@ class Sync(_ClientMessage):
     c: float | None = Field(None, allow_inf_nan=False)
 
 
+Count = Annotated[int, Field(ge=0, le=10_000_000, strict=True)]
+Ms = Annotated[float, Field(ge=0, le=100_000, allow_inf_nan=False)]
+
+
+class Report(_ClientMessage):
+    """A speaker page's report of itself (every few seconds; speaker pages only): its counters
+    since it loaded, shown on the operator's console (hall.states.SpeakerHealth)."""
+
+    type: Literal["report"]
+    placed: Count
+    late: Count
+    missed: Count
+    resyncs: Count
+    epochs: Count
+    steps: Count
+    rtt_ms: Ms | None = None
+    latency_ms: Ms | None = None
+
+
 ServerMessage = Annotated[Hello | State | Pong | Error, Field(discriminator="type")]
-ClientMessage = Annotated[HoldMessage | ReleaseMessage | Ping | Sync,
+ClientMessage = Annotated[HoldMessage | ReleaseMessage | Ping | Sync | Report,
                           Field(discriminator="type")]
 SERVER = TypeAdapter(ServerMessage)
 CLIENT = TypeAdapter(ClientMessage)
@@ -98,7 +117,8 @@ def protocol_schema() -> dict[str, Any]:
             "Connect to /ws/channels/{ch} (a referee or the operator adds ?token=...; a "
             "browser must come from the server's own origin). Every message is one JSON "
             "object with a `type`. The server sends `hello`, then `state` at once and after "
-            "every change; a client sends `hold`, `release`, `ping` or `sync` (at most 4096 "
+            "every change; a client sends `hold`, `release`, `ping` or `sync`, a speaker page "
+            "also `report` (at most 4096 "
             "bytes; a referee's or viewer's socket at most 50 a second, bursts of 200)."),
         "server_to_client": SERVER.json_schema(ref_template="#/server_to_client/$defs/{model}"),
         "client_to_server": CLIENT.json_schema(ref_template="#/client_to_server/$defs/{model}"),

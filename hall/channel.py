@@ -16,18 +16,22 @@ from audio.output.events import SinkStats
 from hall.auth import Auth
 from hall.budget import Budget
 from hall.errors import ChannelStopped
-from hall.hub import Hub
+from hall.hub import Client, Hub
 from hall.inbox import Item
 from hall.pins import new_pin
 from hall.runtime import ChannelRuntime
 from hall.seam import Latest
 from hall.speaker import SpeakerFeed
 from hall.speakerlink import SpeakerLink
-from hall.states import ChannelState, OperatorView, RefereeView, SpeakersView
+from hall.states import ChannelState, OperatorView, RefereeView, SpeakerHealth, SpeakersView
 from hall.views import public_view
 from reader.events import Hold, Release
 
 log = logging.getLogger("yomite.hall")
+
+# a speaker page's counters (hall.states.SpeakerHealth); a rise of any but `placed` is trouble
+TROUBLE = ("late", "missed", "resyncs", "epochs", "steps")
+COUNTS = ("placed", *TROUBLE)
 
 
 class ChannelService:
@@ -283,7 +287,28 @@ class ChannelService:
             state=self._state, channel=self.name, seq=self.seq, output=self.audio,
             speakers=SpeakersView(self.output, len(self.hub.speakers)),
             volume_db=self.volume_db, output_stats=self.output_stats(),
-            referees=self.referees(), pin=self.pin, output_info=self.output_info)
+            referees=self.referees(), pin=self.pin, output_info=self.output_info,
+            speaker_health=self.speaker_health())
+
+    def speaker_health(self) -> tuple[SpeakerHealth, ...]:
+        out = []
+        for c in sorted(self.hub.speakers, key=lambda c: c.number):
+            r = c.report
+            if r is None:
+                continue
+            counts = {k: int(r[k]) for k in COUNTS}
+            out.append(SpeakerHealth(number=c.number, rtt_ms=r.get("rtt_ms"),
+                                     latency_ms=r.get("latency_ms"), **counts))
+        return tuple(out)
+
+    def speaker_report(self, client: Client, report: dict[str, Any]) -> None:
+        """A speaker page's report of itself: kept on its connection; the console is told at
+        once when a count of trouble rose (a report that says nothing new publishes
+        nothing: 200 viewers are not sent a state every few seconds a speaker)."""
+        before = client.report
+        client.report = report
+        if before is None or any(report[k] != before[k] for k in TROUBLE):
+            self.broadcast()
 
     def broadcast(self) -> None:
         self.seq += 1

@@ -79,6 +79,8 @@ class Client:
     # the direct path: bytes written so far, and where each state still unsent ends
     written: int = 0
     unsent: deque[int] = field(default_factory=deque)
+    number: int = 0  # a speaker page's number, 1.. in the order they joined the hub
+    report: dict[str, Any] | None = None  # a speaker page's last report of itself
 
     def __post_init__(self) -> None:
         self.queue = asyncio.Queue(self.queue_size)
@@ -131,6 +133,7 @@ class Hub:
         self.send_timeout_s = send_timeout_s
         self.clients: set[Client] = set()
         self.speakers: set[Client] = set()  # the speaker audience, a subset of clients
+        self._speaker_numbers = 0
         self.dropped = 0
         self.lags: deque[float] = deque(maxlen=20000)
         # the lags' summary and what it was made from (see lag_summary)
@@ -148,6 +151,8 @@ class Hub:
                    transport)
         self.clients.add(c)
         if speaker:
+            self._speaker_numbers += 1
+            c.number = self._speaker_numbers
             self.speakers.add(c)
         if transport is None:
             c.task = asyncio.create_task(c.writer(), name="ws-writer")

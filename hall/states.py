@@ -69,6 +69,22 @@ class SpeakersView:
 
 
 @dataclass(frozen=True, slots=True)
+class SpeakerHealth:
+    """What a speaker page says of itself every few seconds (counters since it loaded): the
+    operator's console shows each page, and any trouble, at once."""
+
+    number: int  # 1.. in the order the pages joined
+    placed: int  # clips started
+    late: int  # clips started late (from the sample due, faded in)
+    missed: int  # clips due while it could play that it never sounded
+    resyncs: int  # clips moved back in step while sounding
+    epochs: int  # times the server's timeline jumped and the page started its clock again
+    steps: int  # times its own output's delay stepped (an underrun of the device)
+    rtt_ms: float | None  # its clock probes' round trip
+    latency_ms: float | None  # its output's delay
+
+
+@dataclass(frozen=True, slots=True)
 class OperatorView:
     """The channel as its operator sees it: the runtime's state (None before it started) and
     the service's own: its sequence number, output, speakers, volume, referees and PIN."""
@@ -83,6 +99,7 @@ class OperatorView:
     referees: tuple[RefereeView, ...]
     pin: str
     output_info: dict[str, Any] = field(default_factory=dict)  # hall.sinks.output_info
+    speaker_health: tuple[SpeakerHealth, ...] = ()  # each speaker page that reported
 
     @property
     def match(self) -> MatchState | None:

@@ -209,9 +209,25 @@ def run_match(server: Server, a: SpeakerBrowser, b: SpeakerBrowser, schedule: Sc
         # card 2's lower verse: speaker A's whole browser hangs for 2 s, then goes on
         wait_for(server, f"card {card}'s lower verse or a later one",
                  lambda m: in_verse(m, tmap, "shimo", card, 0.2))
+        trouble = ("steps", "resyncs", "missed", "late")
+        before = min(api(server, "GET", "/api/channels/main")["speaker_health"],
+                     key=lambda r: r["number"])  # A joined first; B again on its reload
         frozen_at = time.monotonic()
         thawed_at = a.freeze(FREEZE_S)
         wait_for(server, "the end", lambda m: m["phase"] == "finished", 60)
+        # each speaker reports itself; A's freeze is said on the operator's console
+        console = a.browser.new_page(locale="ja-JP")
+        console.goto(f"{server.base}/console#token={TOKEN}")
+        health = console.locator("#speakers .speaker-health")
+        expect(health).to_have_count(2, timeout=15_000)
+        expect(console.locator("#speakers .speaker-health.bad").first).to_be_visible(
+            timeout=15_000)
+        reports = api(server, "GET", "/api/channels/main")["speaker_health"]
+        print(f"speaker reports after A's freeze: {reports}")
+        assert len(reports) == 2, reports
+        after = next(r for r in reports if r["number"] == before["number"])
+        assert sum(after[k] for k in trouble) > sum(before[k] for k in trouble), (before, after)
+        console.close()
     finally:
         cap_a, cap_b = a.stop_recording(), b.stop_recording()
     check_audio(server, cap_a, cap_b, schedule, clips, tmap, holds, resumes,

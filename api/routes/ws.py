@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from api.deps import token_of, typed_view
 from api.errors import ApiError
-from api.protocol import CLIENT, HoldMessage, Ping, Sync
+from api.protocol import CLIENT, HoldMessage, Ping, Report, Sync
 from api.routes.holds import hold_target
 from api.serverglue import direct_transport
 from hall.auth import VIEWER, Auth, Principal, Role
@@ -140,6 +140,13 @@ async def _message(svc: ChannelService, auth: Auth, p: Principal, client: Any,
         return True
     if isinstance(msg, Sync):
         svc.hub.send_to(client, svc.sync(msg.model_dump(exclude_none=True)))
+        return True
+    if isinstance(msg, Report):
+        if not client.speaker:
+            svc.hub.send_to(client, {"type": "error", "error": "forbidden",
+                                     "detail": "only a speaker page reports itself"})
+        else:
+            svc.speaker_report(client, msg.model_dump(exclude={"type"}))
         return True
     if p.role is Role.REFEREE and p.referee and auth.referee(p.referee) is None:
         svc.hub.send_to(client, {"type": "error", "error": "unauthorized",

@@ -566,6 +566,14 @@
     const sp = s && s.speakers;
     ui.speakers.textContent = !sp ? "" : (sp.mode === "device" ? t("speakers_none")
       : t("speakers_pages", { n: sp.pages, mode: t(`output_${sp.mode}`) }));
+    // each speaker page's own report: what it could not play, and why it may not have
+    for (const h of (s && s.speaker_health) || []) {
+      const trouble = h.missed + h.late + h.resyncs + h.epochs + h.steps > 0;
+      ui.speakers.append(Y.el("div", { class: `speaker-health${trouble ? " bad" : ""}`, "data-n": h.number },
+        t("speaker_health", { n: h.number, missed: h.missed, late: h.late, resyncs: h.resyncs,
+          steps: h.steps, epochs: h.epochs,
+          rtt: h.rtt_ms === null ? "–" : h.rtt_ms.toFixed(1) })));
+    }
     if (s && typeof s.volume_db === "number" && !volumeDragging) {
       ui.volume.value = String(s.volume_db);
       ui.volumeOut.textContent = `${s.volume_db} dB`;

@@ -122,6 +122,7 @@
       this.samples = [];
       this.k = null; // s: context time heard at performance time p is k + p/1000
       this.jumps = [];
+      this.steps = 0; // every step of the output's delay (jumps keeps the last 100)
     }
 
     sample() {
@@ -148,6 +149,7 @@
         if (recent.every((x) => Math.sign(x - m) === sign && Math.abs(x - m) > STEP_S)) {
           this.samples = recent;
           this.jumps.push({ perf: performance.now(), ms: (median(recent) - m) * 1000 });
+          this.steps += 1;
           if (this.jumps.length > 100) this.jumps.shift();
         }
       }
@@ -261,9 +263,21 @@
     if (server.ready) apply();
   }
 
+  // this page's report of itself, every 2 s: the console shows each speaker and its trouble
+  let reportTick = 0;
+  function report() {
+    const lat = output && output.latency();
+    conn.send({ type: "report", placed: stats.placed, late: stats.late, missed: stats.missed,
+      resyncs: stats.resyncs, epochs: stats.epochs, steps: output ? output.steps : 0,
+      rtt_ms: server.rtt === null ? null : Math.max(0, server.rtt),
+      latency_ms: lat === null || lat === undefined ? null : Math.max(0, lat * 1000) });
+  }
+
   setInterval(() => {
     if (!online) return;
     probe();
+    reportTick += 1;
+    if (ctx && reportTick % 2 === 0) report();
     // a link that died without a close event: silence now, and reconnect
     if (performance.now() - lastSyncRx > LOST_AFTER_MS && conn.ws) {
       lost();
