@@ -46,8 +46,10 @@ class MatchRequest(Strict):
                                description="a preset's id (GET /api/presets); the overrides "
                                            "below go on top of it")
     overrides: dict[str, Any] = Field(default={}, description="keys of config.yaml's `match`")
-    voice: dict[str, Any] = Field(default={}, max_length=3,
-                                  description="the voice's speed, pitch and phrase_pause_s")
+    voice: dict[str, Any] = Field(default={}, max_length=4,
+                                  description="the voice's speed, pitch and phrase_pause_s; "
+                                              "recorded: true reads from the recording page's "
+                                              "pack")
 
 
 class VolumeRequest(Strict):

@@ -58,7 +58,17 @@ class AudioConfig(Frozen):
 
 # What a match may change of the voice (the console's voice speed): never the engine, the pack
 # or the cache folder, which are the installation's
-VOICE_MATCH_KEYS: tuple[str, ...] = ("speed", "pitch", "phrase_pause_s")
+# "recorded": true reads the match from the pack the recording page records (voice.engine
+# pack, voice.pack the recording_pack), whatever engine the hall is configured with
+VOICE_SETTINGS: tuple[str, ...] = ("speed", "pitch", "phrase_pause_s")
+VOICE_MATCH_KEYS: tuple[str, ...] = (*VOICE_SETTINGS, "recorded")
+
+
+def voice_view(voice: VoiceConfig) -> dict[str, Any]:
+    """A match's voice as the console shows it: its settings, and whether it reads the
+    recording page's pack."""
+    return {**{k: getattr(voice, k) for k in VOICE_SETTINGS},
+            "recorded": voice.engine is VoiceEngine.PACK and voice.pack == voice.recording_pack}
 
 
 def with_voice_overrides(voice: VoiceConfig, overrides: dict[str, Any]) -> VoiceConfig:
@@ -67,7 +77,13 @@ def with_voice_overrides(voice: VoiceConfig, overrides: dict[str, Any]) -> Voice
         if k not in VOICE_MATCH_KEYS:
             raise ConfigError(f"overrides: voice.{k}: cannot be changed per match; allowed keys "
                               f"here: {', '.join(VOICE_MATCH_KEYS)}")
+    overrides = dict(overrides)
+    recorded = overrides.pop("recorded", False)
+    if not isinstance(recorded, bool):
+        raise ConfigError(f"overrides: voice.recorded: true or false, not {recorded!r}")
     merged = {**voice.model_dump(mode="json"), **overrides}
+    if recorded:
+        merged.update(engine="pack", pack=str(voice.recording_pack))
     try:
         return _VoiceOnly.model_validate({"voice": merged}).voice
     except ValidationError as e:

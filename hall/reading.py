@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from audio.config import VOICE_MATCH_KEYS, VoiceConfig
+from audio.config import VoiceConfig, voice_view
 from audio.errors import AudioError
 from audio.output.sink import Sink
 from hall import playout
@@ -362,7 +362,7 @@ class Reading:
             render=self._render.progress,
             match=match,
             # the prepared match's voice and preset (the console shows and compares them)
-            voice={k: getattr(self.voice_config, k) for k in VOICE_MATCH_KEYS},
+            voice=voice_view(self.voice_config),
             preset=self.preset,
         )
         self._on_publish(self.state)

@@ -43,7 +43,7 @@ class ChannelState:
     recovered: RecoveryReport | None
     render: RenderProgress | None
     match: MatchState | None
-    voice: dict[str, Any]  # the prepared match's voice settings (VOICE_MATCH_KEYS)
+    voice: dict[str, Any]  # the prepared match's voice settings (audio.config.voice_view)
     preset: str | None
 
     @staticmethod

@@ -177,6 +177,34 @@ def test_a_reader_records_verses_and_a_match_reads_them(
         part = audio[s["start_frame"]:s["end_frame"]]
         assert dominant_hz(part, RATE) == pytest.approx(TONE_HZ, abs=3), s
 
+    # issue 20 item 12: the console offers the recorded voice for the next match (no change
+    # of voice.engine, no restart): the box shows how much is recorded
+    ctx = browser.new_context(locale="ja-JP")
+    try:
+        page = ctx.new_page()
+        page.goto(f"{server.base}/console#token={TOKEN}")
+        expect(page.locator("#recorded-box")).to_be_visible()
+        expect(page.locator("#recorded-count")).to_contain_text("200 句のうち 4 句")
+    finally:
+        ctx.close()
+    # what the box sends: a match of the recorded poems reads from the pack, on the server as
+    # configured (engine estimate); a poem not recorded is refused, named
+    op = {"headers": server.op, "timeout": 30}
+    r = httpx2.post(f"{server.base}/api/channels/main/match", json={
+        "poems": [first, second], "overrides": {"cards": 2}, "voice": {"recorded": True}},
+        **op)
+    assert r.status_code == 200, r.text
+    assert r.json()["voice"]["recorded"] is True, r.json()["voice"]
+    header = httpx2.get(f"{server.base}/api/channels/main/match/log", **op).json()["header"]
+    assert header["voice"]["engine"] == "pack" and header["voice"]["pack"] == str(tmp / "pack")
+    other = next(n for n in range(1, 101) if n not in (first, second))
+    r = httpx2.post(f"{server.base}/api/channels/main/match", json={
+        "poems": [other], "overrides": {"cards": 1}, "voice": {"recorded": True}}, **op)
+    assert r.status_code == 422 and f"lacks poems {other}" in r.text, r.text
+    r = httpx2.post(f"{server.base}/api/channels/main/match", json={
+        "poems": [other], "overrides": {"cards": 1}, "voice": {"recorded": "yes"}}, **op)
+    assert r.status_code == 422 and "voice.recorded" in r.text, r.text
+
 
 def test_a_refused_take_and_a_missing_microphone_are_said_in_the_pages_language(
     setup: tuple[Server, Path, np.ndarray], browser: Browser, tmp_path: Path,

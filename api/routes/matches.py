@@ -15,7 +15,7 @@ from api.answers import PresetAnswer, PresetSets
 from api.deps import Ch, HallDep, Op, Who, submit, view
 from api.errors import ApiError
 from api.models import ERRORS, AbortRequest, ChannelState, MatchLog, MatchRequest, VolumeRequest
-from audio.config import VOICE_MATCH_KEYS, with_voice_overrides
+from audio.config import voice_view, with_voice_overrides
 from hall.auth import Principal
 from hall.channel import ChannelService
 from hall.config import Config
@@ -77,7 +77,7 @@ async def presets(request: Request) -> list[PresetAnswer]:
             match={"cards": m.cards, "memorise_s": m.memorise_s,
                    "lower_verse_times": m.lower_verse_times,
                    "gaps": m.gaps.model_dump(mode="json")},
-            voice={k: getattr(v, k) for k in VOICE_MATCH_KEYS}))
+            voice=voice_view(v)))
     return out
 
 

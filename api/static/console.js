@@ -27,6 +27,7 @@
     refCount: $("ref-count"), referees: $("referees"), csv: $("csv"), cardRows: $("card-rows"), reveal: $("reveal"),
     output: $("output"), audio: $("audio"), newPin: $("new-pin"), history: $("history"), replay: $("replay"), presetPicks: $("preset-picks"),
     presetSets: $("preset-sets"), lower: $("lower"), speed: $("speed"), gapVerses: $("gap-verses"),
+    recorded: $("recorded"), recordedBox: $("recorded-box"), recordedCount: $("recorded-count"),
     gapCards: $("gap-cards"), gapRepeat: $("gap-repeat"), poemPicks: $("poem-picks"),
     poemCount: $("poem-count"), poemsClear: $("poems-clear"), volume: $("volume"),
     volumeOut: $("volume-out"), speakers: $("speakers"), speakerUrl: $("speaker-url"),
@@ -83,7 +84,21 @@
     Y.clearErrors();
     ui.tokenBox.hidden = true;
     ui.conn.hidden = false;
+    loadRecorded();
     await openChannels();
+  }
+
+  // the recording page's pack: once it holds a verse, the next match may be read from it
+  async function loadRecorded() {
+    try {
+      const r = await Y.api("GET", "/api/recording", { token });
+      const v = r.progress.verses;
+      ui.recordedBox.hidden = v.done === 0;
+      ui.recordedCount.textContent = t("voice_recorded_count", { done: v.done, total: v.total,
+        colours: r.progress.complete_colours.map((c) => t(c)).join("・") || "–" });
+    } catch (_e) {
+      ui.recordedBox.hidden = true; // no recording on this server: nothing to offer
+    }
   }
 
   ui.tokenForm.addEventListener("submit", (e) => {
@@ -745,6 +760,7 @@
     if (f.colours.length) over.colors = f.colours;
     if (Object.keys(over).length) body.overrides = over;
     if (f.speed !== null) body.voice = { speed: f.speed };
+    if (ui.recorded.checked && !ui.recordedBox.hidden) body.voice = { ...(body.voice || {}), recorded: true };
     return body;
   }
 
