@@ -123,6 +123,7 @@ def confirm_by_players(t: Tournament, number: int, mat: int, cards: Mapping[int,
     did). The same checks as entering a result (the referee's mat, until locked). Confirming
     again changes nothing (None)."""
     r, m = locate(t, number, mat)
+    _check_referee(t, r, mat, referee)
     if m.result is None:
         raise Conflict(f"mat {mat} of round {number} has no result to confirm",
                        "enter the result first", code="no_result")
@@ -134,7 +135,6 @@ def confirm_by_players(t: Tournament, number: int, mat: int, cards: Mapping[int,
                        params={"why": "result_changed", "mat": mat})
     if m.result.players_at:
         return None
-    _check_referee(t, r, mat, referee)
     result = replace(m.result, players_at=at)
     return ResultRecorded(r.block, number, mat, result,
                           ResultChange(number, mat, m.result, result, by, at))
