@@ -206,6 +206,42 @@ def test_a_reader_records_verses_and_a_match_reads_them(
     assert r.status_code == 422 and "voice.recorded" in r.text, r.text
 
 
+def test_a_take_is_kept_for_its_slot_when_another_is_chosen_while_it_is_saved(
+    setup: tuple[Server, Path, np.ndarray], browser: Browser,
+) -> None:
+    """A take is filed under the slot shown when recording began: a reader who chose the
+    next slot before the recorder had finished (its stop event comes later) had it filed under
+    the next one (the page read the slot when the upload began; on a loaded machine the
+    fresh-clone suite lost a take so). Stop and the next slot are pressed in one task of the
+    page, before the recorder's stop event can come: the bad case is certain."""
+    server, _, _ = setup
+    ctx = browser.new_context(viewport=DESKTOP, locale="ja-JP")
+    try:
+        page = ctx.new_page()
+        page.goto(f"{server.base}/record#token={TOKEN}")
+        expect(page.locator("#app")).to_be_visible()
+        page.select_option("#scope", "pink")
+        pink = [p.no for p in all_poems() if p.color.value == "pink"][:2]
+        a, b = f"{pink[0]:03d}/kami", f"{pink[1]:03d}/kami"
+        page.click(f"button.slot[data-slot='{a}']")
+        page.click("#btn-record")
+        expect(page.locator("#meter-bar")).to_have_attribute("data-level", "ok")
+        page.wait_for_timeout(1000)
+        page.evaluate("""(b) => {
+            document.querySelector('#btn-stop').click();
+            document.querySelector(`button.slot[data-slot='${b}']`).click();
+        }""", b)
+        expect(page.locator(f"button.slot[data-slot='{a}']")).to_have_attribute(
+            "data-done", "yes")
+        expect(page.locator(f"button.slot[data-slot='{b}']")).to_have_attribute(
+            "data-done", "no")
+    finally:
+        ctx.close()
+    state = httpx2.get(f"{server.base}/api/recording", headers=server.op, timeout=30).json()
+    done = {s["slot"] for s in state["slots"] if s["recorded"]}
+    assert a in done and b not in done, sorted(done)
+
+
 def test_a_refused_take_and_a_missing_microphone_are_said_in_the_pages_language(
     setup: tuple[Server, Path, np.ndarray], browser: Browser, tmp_path: Path,
 ) -> None:

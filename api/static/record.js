@@ -185,13 +185,17 @@
     recorder = new MediaRecorder(stream, type ? { mimeType: type } : {});
     const chunks = [];
     recorder.addEventListener("dataavailable", (e) => { if (e.data.size) chunks.push(e.data); });
-    recorder.addEventListener("stop", () => upload(new Blob(chunks, { type: recorder.mimeType })));
+    // the take is the slot's that was shown when recording began: choosing another slot while
+    // it is being saved (the recorder's stop comes later) must not file it under that one
+    const slot = inScope()[index];
+    recorder.addEventListener("stop", () => upload(slot, new Blob(chunks, { type: recorder.mimeType })));
     recorder.start();
     meterStop = startMeter(stream);
     ui.record.hidden = true;
     ui.stop.hidden = false;
     ui.stop.focus();
     ui.report.replaceChildren(el("span", {}, t("record_recording")));
+    ui.report.dataset.result = "recording";
     document.body.dataset.recording = "yes";
   }
 
@@ -204,10 +208,10 @@
     ui.record.hidden = false;
     document.body.dataset.recording = "no";
     ui.report.replaceChildren(el("span", {}, t("record_saving")));
+    ui.report.dataset.result = "saving";
   }
 
-  async function upload(blob) {
-    const s = inScope()[index];
+  async function upload(s, blob) {
     const path = `/api/recording/slots/${s.slot.split("/").map(encodeURIComponent).join("/")}`;
     let res;
     try {
@@ -232,6 +236,10 @@
     s.recorded = true;
     s.speech_s = k.speech_s;
     progress = data.progress;
+    if (inScope()[index] !== s) { // another slot is shown now: its list marks this one done
+      draw();
+      return;
+    }
     ui.report.dataset.result = "saved";
     ui.report.replaceChildren(el("strong", { class: "good" }, t("record_saved")),
       el("span", {}, t("record_figures", { s: k.speech_s.toFixed(2), peak: k.peak_dbfs.toFixed(1),
