@@ -494,7 +494,12 @@
         stats.lastMissed = c.id;
       }
     }
-    if (done.size > 2000) done.clear();
+    // kept to the clips the schedule still lists (it drops those long over): never cleared
+    // whole, which would count a clip played a moment ago as missed
+    if (done.size > 200) {
+      const listed = new Set(schedule.clips.map((c) => c.id));
+      for (const id of done) if (!listed.has(id)) done.delete(id);
+    }
   }
 
   function setVolume(db) {
