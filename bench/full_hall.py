@@ -43,62 +43,15 @@ from audio.config import VoiceConfig
 from audio.output.filesink import to_int16
 from audio.voices.factory import make_voice
 from bench import conditions
+from bench.hallload import burners, pages, viewers
 from reader.journal import read_journal, replay
 from tests.audio_capture import Capture, OwnNullSink, Recorder
-from tests.chromium import CHROMIUM, CHROMIUM_ARGS
 from tests.serverproc import Server
 
 TOKEN = "full-hall-operator-token-0123456789"
 COLORS5 = ["blue", "pink", "yellow", "green", "orange"]
 HOLE = 96  # frames: 2 ms at 48 kHz
 RATE = 48000
-
-
-async def viewers(port: int, n: int, stop: asyncio.Event) -> int:
-    async def one() -> int:
-        got = 0
-        async with websockets.connect(f"ws://127.0.0.1:{port}/ws/channels/main",
-                                      max_size=None, open_timeout=60) as ws:
-            while not stop.is_set():
-                try:
-                    async with asyncio.timeout(0.5):
-                        await ws.recv()
-                        got += 1
-                except TimeoutError:
-                    continue
-        return got
-
-    tasks = []
-    for i in range(n):
-        tasks.append(asyncio.create_task(one()))
-        if i % 50 == 49:
-            await asyncio.sleep(0.05)
-    res = await asyncio.gather(*tasks, return_exceptions=True)
-    return sum(r for r in res if isinstance(r, int))
-
-
-async def pages(base: str, stop: asyncio.Event, every_s: float) -> int:
-    from playwright.async_api import async_playwright
-
-    reloads = 0
-    async with async_playwright() as p:
-        b = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            ctx = await b.new_context(viewport={"width": 1280, "height": 800})
-            console = await ctx.new_page()
-            await console.goto(f"{base}/console#token={TOKEN}")
-            display = await ctx.new_page()
-            await display.goto(f"{base}/display/main")
-            while not stop.is_set():
-                for page in (console, display):
-                    await asyncio.sleep(every_s / 2)
-                    if stop.is_set():
-                        break
-                    await page.reload()
-                    reloads += 1
-        finally:
-            await b.close()
-    return reloads
 
 
 async def referee(base: str, seed: int) -> None:
@@ -148,11 +101,9 @@ async def referee(base: str, seed: int) -> None:
 
 async def run(server: Server, a: argparse.Namespace, rng: random.Random) -> dict[str, Any]:
     stop = asyncio.Event()
-    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-               for _ in range(a.burners)]
-    try:
+    with burners(a.burners):
         view_task = asyncio.create_task(viewers(server.port, a.viewers, stop))
-        page_task = asyncio.create_task(pages(server.base, stop, a.reload_s))
+        page_task = asyncio.create_task(pages(server.base, TOKEN, stop, a.reload_s))
         await asyncio.sleep(3.0)  # the pages and sockets are up
         async with httpx2.AsyncClient(base_url=server.base, headers=server.op,
                                       timeout=120) as http:
@@ -190,10 +141,6 @@ async def run(server: Server, a: argparse.Namespace, rng: random.Random) -> dict
         sent = [float(ln.split()[1]) for ln in out.splitlines() if ln.startswith("SENT ")]
         got = await view_task
         reloads = await page_task
-    finally:
-        for b in burners:
-            b.kill()
-            b.wait()
     return {"health": health, "log": log, "sent": sent, "viewer_msgs": got, "resumes": resumes,
             "finished": m["phase"] in ("finished", "closed"),
             "reloads": reloads, "start_ms": start_ms, "second": second}

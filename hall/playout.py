@@ -4,7 +4,7 @@ news; and the clocks the engine runs on there."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, assert_never
 
 from audio.output.sink import Sink
@@ -29,6 +29,8 @@ def carry_out(
     record: Callable[[dict[str, Any]], bool | None],
     publish: Callable[[Snapshot], None],
     frame_offset: int = 0,
+    *,
+    stopped: bool = False,
 ) -> None:
     """Carry out engine commands: silence first, then the record, then the news.
 
@@ -38,7 +40,8 @@ def carry_out(
     not sent. If a record cannot be written (`record` returns False or raises), no clip is
     sent: nothing new is heard that the journal does not hold. Every command is attempted;
     the first exception is raised at the end. `frame_offset` is the engine's frame minus the
-    sink's (non-zero for a match recovered after a restart)."""
+    sink's (non-zero for a match recovered after a restart). `stopped`: the batch's stops were
+    carried out already (`stop_first`)."""
     stops: list[StopAudio] = []
     records: list[Record] = []
     plays: list[PlayClip] = []
@@ -57,9 +60,9 @@ def carry_out(
             case _:
                 assert_never(c)
     errors: list[Exception] = []
-    for stop in stops:
+    if not stopped:
         try:
-            sink.stop(stop.at_frame - frame_offset)
+            stop_first(stops, sink, frame_offset)
         except Exception as e:
             errors.append(e)
     durable = True
@@ -81,6 +84,20 @@ def carry_out(
             errors.append(e)
     if errors:
         raise errors[0]
+
+
+def stop_first(commands: Sequence[Command], sink: Sink, frame_offset: int = 0) -> None:
+    """Carry out every `StopAudio` of a batch on the sink, each attempted; the first exception
+    raised at the end."""
+    error: Exception | None = None
+    for c in commands:
+        if isinstance(c, StopAudio):
+            try:
+                sink.stop(c.at_frame - frame_offset)
+            except Exception as e:
+                error = error or e
+    if error is not None:
+        raise error
 
 
 class SinkClock:

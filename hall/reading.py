@@ -30,7 +30,7 @@ from hall.rendering import RenderAhead
 from hall.states import ChannelState, MatchState
 from hall.voices import Gained, VoiceFactory, VoiceLike, check_voice_covers
 from reader.clock import Clock, OffsetClock
-from reader.commands import Command
+from reader.commands import Command, StopAudio
 from reader.engine import Engine
 from reader.errors import ConfigError, IllegalMove, ReaderError
 from reader.events import AUDIO_FAULT, FAULT, JOURNAL, RECOVERED, Event, Hold, event_name
@@ -328,18 +328,35 @@ class Reading:
 
     # ------------------------------------------------------------------ commands
     def carry_out(self, commands: list[Command]) -> None:
+        # a stop reaches the speaker pages right after the hall's own output (playout stops
+        # it first), before the journal's fsync and the state's fan-out to every page: a
+        # page is silenced as soon as the device is, not after the viewers are told
+        last_stop = max((i for i, c in enumerate(commands) if isinstance(c, StopAudio)),
+                        default=-1)
+        errors: list[Exception] = []
+        if last_stop >= 0:
+            try:
+                playout.stop_first(commands, self.sink, self._frame_offset)
+            except Exception as e:
+                errors.append(e)
+            try:
+                if self.speakers is not None:
+                    self.speakers.carry_out(commands[: last_stop + 1], self.engine, self.voice)
+            except Exception as e:
+                errors.append(e)
         try:
             playout.carry_out(commands, self.device_voice, self.sink, self._record,
-                              self._publish_match, self._frame_offset)
+                              self._publish_match, self._frame_offset, stopped=last_stop >= 0)
         finally:
             try:
-                # the speaker pages after the device: a stop silences the hall's own output
-                # first
+                # then what comes after the batch's last stop (the clips, once journalled)
                 if self.speakers is not None:
-                    self.speakers.carry_out(commands, self.engine, self.voice)
+                    self.speakers.carry_out(commands[last_stop + 1:], self.engine, self.voice)
             finally:
                 if not self.journal.ok:
                     self._hold_for_journal()
+        if errors:
+            raise errors[0]
 
     # ------------------------------------------------------------------ publication
     def _publish_match(self, snap: Snapshot) -> None:

@@ -36,13 +36,25 @@ from hall.voices import VoiceFactory, VoiceLike
 from reader.clock import Clock
 from reader.engine import Engine
 from reader.errors import ReaderError
-from reader.events import Abort, Bow, ClearHolds, Close, ExtraCard, Hold, Release, Start, Tick
+from reader.events import (
+    Abort,
+    Bow,
+    ClearHolds,
+    Close,
+    ExtraCard,
+    Hold,
+    ReadAgain,
+    Release,
+    Skip,
+    Start,
+    Tick,
+)
 
 log = logging.getLogger("yomite.runtime")
 
 # moves that take the reading forward: refused while the journal cannot record them (a new
 # match is not: it has a journal of its own)
-_FORWARD = (Bow, Start, ExtraCard, Close, ClearHolds)
+_FORWARD = (Bow, Start, ExtraCard, ReadAgain, Skip, Close, ClearHolds)
 # what a journal failure during an item does not make a failure of that item: a hand, an
 # abort, the passing of time (their effect, a stop, never waits for the journal)
 _STOPS = (Hold, Release, Abort, Tick, AudioFault)

@@ -93,7 +93,7 @@ class ResumeConfig(Frozen):
     lead_in_s: Seconds = Field(1.0, ge=0, le=30)
 
 
-_CALLS = ("bow_call", "memorise_call", "extra_call", "end_call", "move_call")
+_CALLS = ("bow_call", "memorise_call", "extra_call", "again_call", "end_call", "move_call")
 
 
 class MatchConfig(Frozen):
@@ -105,6 +105,8 @@ class MatchConfig(Frozen):
     prelude: PreludeConfig = PreludeConfig()
     lower_verse_times: int = Field(1, ge=1, le=3)
     extra_call: Call = Call(text="もう一枚読みます", yomi="もういちまいよみます")
+    # announces the operator's "read the last card again" (a class's teacher, on request)
+    again_call: Call = Call(text="もう一度読みます", yomi="もういちどよみます")
     end_call: Call = Call(text="ありがとうございました", yomi="ありがとうございました")
     move_call: Call = Call(text="移動してください", yomi="いどうしてください")
     gaps: GapsConfig = GapsConfig()

@@ -18,6 +18,7 @@ Contract:
   it was before the call: nothing half-applied, so the runtime can still pause or abort it.
 """
 
+from dataclasses import replace
 from typing import Any, assert_never
 
 from .commands import Command, Publish, Record, StopAudio
@@ -30,14 +31,16 @@ from .events import (
     Event,
     ExtraCard,
     Hold,
+    ReadAgain,
     Release,
+    Skip,
     Start,
     Tick,
     event_to_dict,
 )
 from .holds import Holds
-from .moves import phase_words, require
-from .programme import Phase, SegmentKind, closing, extra_card
+from .moves import MOVE_WORDS, phase_words, require
+from .programme import Phase, SegmentKind, closing, extra_card, read_again
 from .snapshot import CardView, CutView, HoldView, SegmentView, Snapshot
 
 # 2: the bow call and Bow, the extra card's call, Close with the end and move calls (the end
@@ -181,6 +184,7 @@ class Engine(Holds):
             "memorise_call": m.memorise_call.text,
             "prelude_intro": m.prelude.intro.text if m.prelude.enabled else None,
             "extra_call": m.extra_call.text if m.extra_call.enabled else None,
+            "again_call": m.again_call.text if m.again_call.enabled else None,
             "end_call": m.end_call.text if m.end_call.enabled else None,
             "move_call": m.move_call.text if m.move_call.enabled else None,
         }
@@ -238,6 +242,14 @@ class Engine(Holds):
             case ExtraCard():
                 require(event, self.phase, self.paused, Phase.FINISHED)
                 return self._extra_card(t)
+            case ReadAgain():
+                require(event, self.phase, self.paused, Phase.READING, Phase.TIEBREAK,
+                        Phase.FINISHED)
+                return self._read_again(event, t)
+            case Skip():
+                require(event, self.phase, self.paused, Phase.MEMORISING, Phase.PRELUDE,
+                        Phase.READING, Phase.TIEBREAK)
+                return self._skip(t)
             case Close():
                 require(event, self.phase, self.paused, Phase.FINISHED)
                 return self._close(t)
@@ -296,6 +308,67 @@ class Engine(Holds):
         self._facts.append({"fact": "extra_card", "card": n + 1, "frame": t})
         self._begin(start, t)
         return True
+
+    def _read_again(self, event: ReadAgain, t: int) -> bool:
+        """The again call and the last card, from now (after the scheduling lead): between
+        cards (a hand up or not) or once finished."""
+        if self._terminal is Phase.FINISHED:
+            n = max(self._cards, default=0)
+            at = len(self._segs)
+        else:
+            s = self._segs[self._cur]
+            if s.in_card or not s.card or s.kind is not SegmentKind.GAP:
+                raise IllegalMove(MOVE_WORDS[ReadAgain], phase_words(self.phase, self.paused),
+                                  "only between cards, once a card's lower verse has been read")
+            n, at = s.card, self._cur + 1
+        if n not in self._cards:
+            raise IllegalMove(MOVE_WORDS[ReadAgain], phase_words(self.phase, self.paused),
+                              "no card has been read yet")
+        poem = self._cards[n].poem
+        # read in the phase the card was (a tied final's card again is still the tiebreak)
+        phase = next(s.phase for s in self._segs if s.card == n and s.verse is not None)
+        segs = read_again(self.match, at, n, poem, phase)
+        self._go_to(t)
+        if at == len(self._segs):
+            self._extend(segs)
+        else:
+            self._insert(at, segs)
+        self._facts.append({"fact": "read_again", "card": n, "poem": poem, "frame": t})
+        self._begin(at, t)
+        return True
+
+    def _skip(self, t: int) -> bool:
+        """On at once to the next card's upper verse (the end, after the last card)."""
+        s = self._segs[self._cur]
+        if s.kind is SegmentKind.MEMORISE:
+            to = self._cur + 1
+        else:
+            to = next((j for j in range(self._cur + 1, len(self._segs))
+                       if self._segs[j].kind is SegmentKind.VERSE
+                       and self._segs[j].card_start == j), len(self._segs))
+        card = self._cards.get(s.card) if s.card and s.in_card else None
+        self._go_to(t)
+        fact: dict[str, object] = {"fact": "skip", "label": s.label, "frame": t}
+        if card is not None:
+            fact.update(card=card.n, poem=card.poem)
+            if card.finished is None:
+                self._cards[card.n] = replace(card, finished=t)
+        self._facts.append(fact)
+        if to >= len(self._segs):
+            self._enter(to, t)  # past the last card: finished (a hand up stays up)
+        else:
+            self._begin(to, t)
+        return True
+
+    def _go_to(self, t: int) -> None:
+        """Leave the reading where it is, for another place (read again, skip): what sounds or
+        is scheduled is stopped; a hand up stays up, a lead-in running is dropped."""
+        if self._terminal is None and (self._cut is None or self._scheduled):
+            self._audio.append(StopAudio(t))  # (in a lead-in, the resumed clip is sent)
+        self._scheduled.clear()
+        self._cut = None
+        self._resume_at = None
+        self._terminal = None
 
     def _close(self, t: int) -> bool:
         segs = closing(self.match)

@@ -61,6 +61,18 @@ class ExtraCard:
 
 
 @dataclass(frozen=True, slots=True)
+class ReadAgain:
+    """Between cards (or once finished): announce and read the last card again, upper and
+    lower verse, then go on with the next card (a class's teacher, on request)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """Go on at once to the next card's upper verse: the rest of the memorisation, the prelude
+    or the card being read is left out (a class's teacher)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Close:
     """Rule 18, when every mat is ready for the next match: read 「ありがとうございました」 and
     the move call; the match is then closed."""
@@ -73,7 +85,8 @@ class Abort:
     reason: str = ""
 
 
-Event = Bow | Start | Hold | Release | ClearHolds | Tick | ExtraCard | Close | Abort
+Event = (Bow | Start | Hold | Release | ClearHolds | Tick | ExtraCard | ReadAgain | Skip | Close
+         | Abort)
 
 EVENT_TYPES: dict[str, type[Event]] = {
     "bow": Bow,
@@ -83,6 +96,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
     "clear_holds": ClearHolds,
     "tick": Tick,
     "extra_card": ExtraCard,
+    "read_again": ReadAgain,
+    "skip": Skip,
     "close": Close,
     "abort": Abort,
 }

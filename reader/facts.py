@@ -129,6 +129,37 @@ class ExtraCardAdded:
 
 
 @dataclass(frozen=True, slots=True)
+class ReadAgain:
+    """The operator asked for the last card again: card `card` (poem `poem`) is read again."""
+
+    KIND: ClassVar[str] = "read_again"
+    card: int
+    poem: int
+    frame: int
+
+    def to_record(self) -> dict[str, Any]:
+        return {"fact": self.KIND, "card": self.card, "poem": self.poem, "frame": self.frame}
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """The operator skipped on to the next card from segment `label` (inside card `card`, poem
+    `poem`, when a card was being read)."""
+
+    KIND: ClassVar[str] = "skip"
+    label: str
+    frame: int
+    card: int | None = None
+    poem: int | None = None
+
+    def to_record(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"fact": self.KIND, "label": self.label, "frame": self.frame}
+        if self.card is not None:
+            out.update(card=self.card, poem=self.poem)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class Closing:
     """The closing calls began (rule 18)."""
 
@@ -256,8 +287,8 @@ class Resumed:
 
 
 Fact = (BowCalled | Bowed | Aborted | HandRaised | HandLowered | HandsCleared | LeadIn
-        | LeadInCut | ExtraCardAdded | Closing | Closed | Finished | ClipLength | CardRead
-        | SegmentBegun | Cut | Resumed)
+        | LeadInCut | ExtraCardAdded | ReadAgain | Skipped | Closing | Closed | Finished
+        | ClipLength | CardRead | SegmentBegun | Cut | Resumed)
 
 
 def _opt_int(d: dict[str, Any], key: str) -> int | None:
@@ -277,6 +308,9 @@ _PARSERS: dict[str, Callable[[dict[str, Any]], Fact]] = {
     "lead_in": lambda d: LeadIn(int(d["frame"]), int(d["resume_frame"])),
     "lead_in_cut": lambda d: LeadInCut(int(d["frame"])),
     "extra_card": lambda d: ExtraCardAdded(int(d["card"]), int(d["frame"])),
+    "read_again": lambda d: ReadAgain(int(d["card"]), int(d["poem"]), int(d["frame"])),
+    "skip": lambda d: Skipped(str(d["label"]), int(d["frame"]), _opt_int(d, "card"),
+                              _opt_int(d, "poem")),
     "close": lambda d: Closing(int(d["frame"])),
     "closed": lambda d: Closed(int(d["frame"])),
     "finished": lambda d: Finished(int(d["frame"])),

@@ -6,11 +6,15 @@ The table (the hall calls of rules 1, 16 and 18 are the operator's steps):
   finished   ExtraCard (its call, then one more card; back to finished), Close (the end and
              move calls, then closed)
   running    Abort (bowing, announcing, memorising, prelude, reading, tiebreak)
+  between cards, or finished
+             ReadAgain (its call, then the last card again; then on as before)
+  memorising, prelude, reading, tiebreak
+             Skip (on at once to the next card's upper verse)
   any phase  Hold (not aborted or closed), Release, ClearHolds, Tick
 """
 
 from .errors import IllegalMove
-from .events import Abort, Bow, Close, Event, ExtraCard, Hold, Start, event_name
+from .events import Abort, Bow, Close, Event, ExtraCard, Hold, ReadAgain, Skip, Start, event_name
 from .programme import Phase
 
 MOVE_WORDS = {
@@ -18,6 +22,8 @@ MOVE_WORDS = {
     Start: "start",
     Close: "close the match",
     ExtraCard: "read an extra card",
+    ReadAgain: "read the last card again",
+    Skip: "skip to the next card",
     Abort: "abort",
     Hold: "raise a hold",
 }

@@ -137,6 +137,17 @@ def extra_card(cfg: MatchConfig, start: int, card: int, poem: int) -> list[Segme
     return segs + _card(cfg, start + len(segs), card, poem, Phase.TIEBREAK)
 
 
+def read_again(cfg: MatchConfig, start: int, card: int, poem: int, phase: Phase) -> list[Segment]:
+    """The last card read again on request: the again call (if enabled), then the card."""
+    segs: list[Segment] = []
+    if cfg.again_call.enabled:
+        segs.append(Segment(SegmentKind.CALL, "again_call", phase,
+                            clip=call_clip("again_call", cfg.again_call)))
+        segs.append(Segment(SegmentKind.GAP, "gap_after_call", phase,
+                            silence_s=cfg.gaps.after_call_s))
+    return segs + _card(cfg, start + len(segs), card, poem, phase)
+
+
 def closing(cfg: MatchConfig) -> list[Segment]:
     """Rule 18: 「ありがとうございました」, the players' bow, then the move call (each one
     if enabled)."""
@@ -159,6 +170,7 @@ def call_clips(cfg: MatchConfig) -> list[Clip]:
     if cfg.prelude.enabled:
         calls.append(("prelude_intro", cfg.prelude.intro))
     optional: list[tuple[str, Call]] = [("bow_call", cfg.bow_call), ("extra_call", cfg.extra_call),
+                                        ("again_call", cfg.again_call),
                                         ("end_call", cfg.end_call), ("move_call", cfg.move_call)]
     calls += [(n, c) for n, c in optional if c.enabled]
     return [call_clip(n, c) for n, c in calls]

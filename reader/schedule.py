@@ -322,6 +322,17 @@ class Schedule:
         self._holds.clear()
         self._facts.append({"fact": "closed", "frame": frame})
 
+    def _insert(self, at: int, segs: list[Segment]) -> None:
+        """Put segments into the programme before segment `at` (built for that place): the
+        segments after them move on by their number (their cards' starts too). Only ahead of
+        the current segment, with nothing scheduled after it (the caller stopped the audio)."""
+        assert at > self._cur and not any(j >= at for j in self._scheduled)
+        k = len(segs)
+        later = [s if s.card_start is None or s.card_start < at
+                 else replace(s, card_start=s.card_start + k) for s in self._segs[at:]]
+        self._segs[at:] = segs + later
+        self._silence[at:at] = [round(s.silence_s * self.rate) for s in segs]
+
     def _extend(self, segs: list[Segment]) -> int:
         """Append segments to the programme; the index of the first."""
         start = len(self._segs)

@@ -21,8 +21,10 @@ from .facts import (
     HandsCleared,
     LeadIn,
     LeadInCut,
+    ReadAgain,
     Resumed,
     SegmentBegun,
+    Skipped,
     facts_of,
 )
 
@@ -33,7 +35,8 @@ def build_timeline(records: Iterable[dict[str, Any]], rate: int) -> list[dict[st
     kind is one of call, memorise, prelude, verse, gap (the programme) or hold, lead_in (a
     referee's stop). A segment cut by a hold ends at the cut and has `"cut": true`; what is read
     after the resume is a new entry. A hold entry has `held_by`: the names (or ids) of every
-    hand raised while it lasted, in order.
+    hand raised while it lasted, in order. A stretch left by the operator's skip has
+    `"skipped": true`.
     """
     out: list[dict[str, Any]] = []
     open_: dict[str, Any] | None = None
@@ -83,6 +86,11 @@ def build_timeline(records: Iterable[dict[str, Any]], rate: int) -> list[dict[st
                 case LeadIn():
                     close(f.frame)
                     begin("lead_in", f.frame)
+                case Skipped() | ReadAgain():
+                    # the operator moved the reading: what was read (or waited) stops here,
+                    # a skipped card's verse marked so; a hold or lead-in goes on as it was
+                    if open_ is not None and open_["kind"] not in ("hold", "lead_in"):
+                        close(f.frame, **({"skipped": True} if isinstance(f, Skipped) else {}))
                 case Finished() | Closed() | Bowed() | Aborted():
                     close(f.frame)
                 case BowCalled() | ExtraCardAdded() | Closing() | ClipLength() | CardRead() \

@@ -494,3 +494,65 @@ def test_the_output_is_said_in_the_pages_language(
         text = console.locator(".panel.audio").inner_text()
         assert not english_in(text), (ch, english_in(text), text)
     assert not [e for e in errors if "WebSocket" not in e], errors
+
+
+def test_the_teacher_skips_and_reads_the_last_card_again_from_the_console(
+        server: Server, browser: Browser) -> None:
+    """Issue 20 item 11: 次の札へ leaves the memorisation (or a card) for the next card's
+    upper verse at once; もう一度読む, once finished (or between cards), announces and reads
+    the last card again; both journalled, and the log's timeline marks the skipped verse."""
+    errors: list[str] = []
+    api(server, "POST", "/api/channels/pink/match", json={
+        "seed": 4, "overrides": {"memorise_s": 60, "cards": 2}, "voice": {"speed": 0.5}})
+    try:
+        console = open_page(browser, f"{server.base}/console#token={TOKEN}", errors)
+        console.select_option("#channel", "pink")
+        expect(console.locator("#again")).to_be_disabled()
+        expect(console.locator("#skip")).to_be_disabled()
+        api(server, "POST", "/api/channels/pink/match/start")
+        expect(console.locator("#skip")).to_be_enabled(timeout=20_000)  # memorising
+        expect(console.locator("#again")).to_be_disabled()
+        console.click("#skip")  # 60 s of memorisation left: straight to card 1
+        m = pink_until(server, lambda m: m["segment"]["card"] == 1)
+        assert m["segment"]["label"] == "card_kami" and m["phase"] == "reading", m
+        console.click("#skip")  # card 1's upper verse (6 s at speed 0.5): on to card 2
+        m = pink_until(server, lambda m: m["segment"]["card"] == 2)
+        assert m["segment"]["label"] == "card_kami" and m["cards"][0]["finished_s"], m
+        console.click("#skip")  # past the last card: finished
+        pink_until(server, lambda m: m["phase"] == "finished")
+        expect(console.locator("#again")).to_be_enabled()
+        console.click("#again")
+        m = pink_until(server, lambda m: m["phase"] == "reading")
+        assert m["segment"]["label"] == "again_call" and m["card"] == 2, m
+        expect(console.locator("#now")).to_contain_text("もう一度読みます")
+        # a card being read cannot be read again: refused, said in Japanese, nothing lost
+        r = httpx2.post(f"{server.base}/api/channels/pink/match/read-again", headers=server.op,
+                        timeout=10)
+        assert r.status_code == 409 and r.json()["error"] == "illegal_move", r.text
+        assert "only between cards" in r.json()["detail"], r.text
+        pink_until(server, lambda m: m["phase"] == "finished", 60)
+        log = api(server, "GET", "/api/channels/pink/match/log")
+        facts = [f for r in log["records"] for f in r.get("facts", ())
+                 if f["fact"] in ("skip", "read_again")]
+        assert [f["fact"] for f in facts] == ["skip", "skip", "skip", "read_again"], facts
+        assert facts[1]["card"] == 1 and facts[3]["card"] == 2, facts
+        skipped = [e for e in log["timeline"] if e.get("skipped")]
+        assert [(e["label"], e.get("card")) for e in skipped] == [
+            ("memorise", None), ("card_kami", 1), ("card_kami", 2)], skipped
+        again = [e["label"] for e in log["timeline"] if e.get("card") == 2]
+        assert again.count("card_kami") == 2 and again.count("card_shimo") == 1, again
+        assert not errors, errors
+    finally:
+        httpx2.post(f"{server.base}/api/channels/pink/match/abort", headers=server.op, timeout=10)
+
+
+def pink_until(server: Server, ok: Any, timeout_s: float = 20) -> dict[str, Any]:
+    """The pink channel's match once `ok(match)` holds (a click's request is under way)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        m = api(server, "GET", "/api/channels/pink")["match"]
+        if m and m.get("segment") is not None and ok(m) or m and m["phase"] == "finished" \
+                and ok(m):
+            return m
+        assert time.monotonic() < deadline, m
+        time.sleep(0.05)

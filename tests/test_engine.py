@@ -7,7 +7,19 @@ import pytest
 from reader.commands import PlayClip, Publish, Record, StopAudio
 from reader.config import MatchConfig
 from reader.errors import BadDeck, IllegalMove
-from reader.events import Abort, Bow, ClearHolds, Close, ExtraCard, Hold, Release, Start, Tick
+from reader.events import (
+    Abort,
+    Bow,
+    ClearHolds,
+    Close,
+    ExtraCard,
+    Hold,
+    ReadAgain,
+    Release,
+    Skip,
+    Start,
+    Tick,
+)
 from reader.programme import Phase
 
 from .fakes import RATE, make_run, short_match
@@ -609,3 +621,123 @@ def test_schedule_lead_sends_the_first_clip_ahead_of_its_frame():
     again = [c for c in cmds if isinstance(c, PlayClip)]
     assert [(c.at_frame, c.offset) for c in again] == [(sec(11) + lead, 0)]
     assert e.paused and e.next_deadline() == (sec(11) + lead) / RATE
+
+
+# ---------------------------------------------------------------- the teacher's controls
+def test_read_again_between_cards_announces_the_last_card_then_goes_on():
+    """Issue 20 item 11: on request, between cards, 「もう一度読みます」 and the card just read
+    (upper and lower verse), then the next card as if nothing had happened; a journal fact."""
+    m = short_match(cards=3)
+    run = make_run(m)
+    run.send(Start())
+    order = run.engine.deck.order
+    # to the gap after card 1's lower verse
+    while not (run.engine.snapshot().segment.label == "gap_between_cards"
+               and run.engine.snapshot().card == 1):
+        run.run_until(round(run.engine.next_deadline() * RATE))
+    t = run.frame() + sec(0.3)
+    before = len(run.commands)
+    out = run.at(t, ReadAgain())
+    assert any(isinstance(c, StopAudio) for c in out)  # card 2's upper verse, sent ahead, is off
+    snap = run.engine.snapshot()
+    assert snap.segment.label == "again_call" and snap.phase == "reading" and snap.card == 1
+    assert snap.calls["again_call"] == "もう一度読みます"
+    run.run_until()
+    plays = [c for c in run.commands[before:] if isinstance(c, PlayClip)]
+    again = "call:again_call:" + m.again_call.yomi
+    assert [p.clip.key for p in plays][:5] == [
+        again, f"verse:{order[0]:03d}:kami", f"verse:{order[0]:03d}:shimo",
+        f"verse:{order[1]:03d}:kami", f"verse:{order[1]:03d}:shimo"]
+    assert plays[0].at_frame == t  # at once (the fake engine's scheduling lead is 0)
+    assert plays[1].at_frame == t + clip_frames(run, again) + sec(m.gaps.after_call_s)
+    # the match still reads its three cards, each once in the list, then finishes
+    end = run.engine.snapshot()
+    assert end.phase == "finished" and [c.poem for c in end.cards] == list(order[:3])
+    facts = [f for r in run.records for f in r["facts"] if f["fact"] == "read_again"]
+    assert facts == [{"fact": "read_again", "card": 1, "poem": order[0], "frame": t}]
+
+
+def test_read_again_once_finished_reads_the_last_card_and_finishes_again():
+    m = short_match(cards=2, again_call={"enabled": False})
+    run = make_run(m)
+    run.send(Start())
+    run.run_until()
+    before = len(run.commands)
+    run.send(ReadAgain())
+    assert run.engine.phase is Phase.READING
+    run.run_until()
+    assert run.engine.phase is Phase.FINISHED
+    card = run.engine.deck.order[1]
+    assert [c.clip.key for c in run.commands[before:] if isinstance(c, PlayClip)] == [
+        f"verse:{card:03d}:kami", f"verse:{card:03d}:shimo"]
+    assert run.engine.snapshot().cards_total == 2
+
+
+def test_read_again_is_refused_while_a_card_is_read_and_before_any_card():
+    run = make_run(short_match(cards=2))
+    run.send(Start())
+    with pytest.raises(IllegalMove, match="only possible when reading or tiebreak or finished"):
+        run.send(ReadAgain())
+    while run.engine.snapshot().segment.label != "card_kami":
+        run.run_until(round(run.engine.next_deadline() * RATE))
+    with pytest.raises(IllegalMove, match="only between cards"):
+        run.send(ReadAgain())
+
+
+def test_skip_cuts_the_card_and_reads_the_next_upper_verse_at_once():
+    m = short_match(cards=3)
+    run = make_run(m)
+    run.send(Start())
+    order = run.engine.deck.order
+    while run.engine.snapshot().segment.label != "card_shimo":
+        run.run_until(round(run.engine.next_deadline() * RATE))
+    t = run.frame() + sec(0.5)  # half a second into card 1's lower verse
+    before = len(run.commands)
+    out = run.at(t, Skip())
+    assert StopAudio(t) in out
+    snap = run.engine.snapshot()
+    assert snap.segment.label == "card_kami" and snap.card == 2
+    plays = [c for c in run.commands[before:] if isinstance(c, PlayClip)]
+    assert plays[0].clip.key == f"verse:{order[1]:03d}:kami" and plays[0].at_frame == t
+    # what was heard of card 1's lower verse ends at the skip
+    piece = next(p for p in run.tape.pieces if p.key == f"verse:{order[0]:03d}:shimo")
+    assert piece.end == t
+    fact = next(f for r in run.records for f in r["facts"] if f["fact"] == "skip")
+    assert fact == {"fact": "skip", "label": "card_shimo", "frame": t, "card": 1,
+                    "poem": order[0]}
+    card1 = run.engine.snapshot().cards[0]
+    assert card1.finished_s == t / RATE
+    run.run_until()
+    assert run.engine.phase is Phase.FINISHED and len(run.engine.snapshot().cards) == 3
+
+
+def test_skip_the_memorisation_and_past_the_last_card():
+    m = short_match(cards=1, prelude={"enabled": False})
+    run = make_run(m)
+    run.send(Start())
+    while run.engine.phase is not Phase.MEMORISING:
+        run.run_until(round(run.engine.next_deadline() * RATE))
+    run.send(Skip())
+    assert run.engine.snapshot().segment.label == "card_kami"
+    run.send(Skip())
+    assert run.engine.phase is Phase.FINISHED
+    with pytest.raises(IllegalMove, match="skip to the next card while the match is finished"):
+        run.send(Skip())
+
+
+def test_a_skip_with_a_hand_up_stays_held_and_reads_the_next_card_on_release():
+    m = short_match(cards=2)
+    run = make_run(m)
+    run.send(Start())
+    while run.engine.snapshot().segment.label != "card_kami":
+        run.run_until(round(run.engine.next_deadline() * RATE))
+    run.at(run.frame() + sec(0.4), Hold("a"))
+    run.send(Skip())
+    snap = run.engine.snapshot()
+    assert snap.paused and snap.card == 2 and snap.segment.label == "card_kami"
+    assert not [c for c in run.engine.handle(Tick()) if isinstance(c, PlayClip)]
+    before = len(run.commands)
+    run.at(run.frame() + sec(1), Release("a"))
+    run.run_until()
+    keys = [c.clip.key for c in run.commands[before:] if isinstance(c, PlayClip)]
+    assert keys[0] == f"verse:{run.engine.deck.order[1]:03d}:kami"

@@ -20,7 +20,18 @@ from hypothesis import strategies as st
 from reader.commands import PlayClip
 from reader.config import ResumePolicy
 from reader.errors import IllegalMove
-from reader.events import Abort, Bow, ClearHolds, Close, ExtraCard, Hold, Release, Start
+from reader.events import (
+    Abort,
+    Bow,
+    ClearHolds,
+    Close,
+    ExtraCard,
+    Hold,
+    ReadAgain,
+    Release,
+    Skip,
+    Start,
+)
 from reader.journal import parse_lines, replay_steps
 
 from .fakes import RATE, make_run, short_match
@@ -177,6 +188,7 @@ TRANSITIONS = {
     ("prelude", "reading"), ("prelude", "aborted"),
     ("reading", "finished"), ("reading", "aborted"),
     ("finished", "tiebreak"), ("finished", "closing"), ("finished", "closed"),
+    ("finished", "reading"),  # the last card read again
     ("tiebreak", "finished"), ("tiebreak", "aborted"),
     ("closing", "closed"),
 }
@@ -195,6 +207,13 @@ def allowed(move, snap):
             return phase == "finished" and snap.unread_left > 0
         case "close":
             return phase == "finished"
+        case "again":
+            seg = snap.segment
+            return phase == "finished" or (
+                phase in ("reading", "tiebreak") and seg is not None and seg.kind == "gap"
+                and bool(seg.card) and seg.label == "gap_between_cards")
+        case "skip":
+            return phase in ("memorising", "prelude", "reading", "tiebreak")
         case "abort":
             return phase == "ready" or phase in RUNNING or phase == "aborted"
         case "hold":
@@ -202,8 +221,10 @@ def allowed(move, snap):
     raise AssertionError(move)
 
 
-EVENTS = {"bow": Bow, "start": Start, "extra": ExtraCard, "close": Close, "abort": Abort}
-MOVES = ["bow", "start", "extra", "close", "hold", "release", "clear"] * 3 + ["abort"]
+EVENTS = {"bow": Bow, "start": Start, "extra": ExtraCard, "close": Close, "abort": Abort,
+          "again": ReadAgain, "skip": Skip}
+MOVES = ["bow", "start", "extra", "close", "hold", "release", "clear", "again", "skip"] * 3 + [
+    "abort"]
 operator_moves = st.lists(
     # hypothesis favours 0 among integers: a spread of typical steps gets to every phase
     st.tuples(st.one_of(st.sampled_from([RATE // 4, RATE, 2 * RATE, 3 * RATE, 5 * RATE]),
@@ -215,7 +236,8 @@ operator_moves = st.lists(
 @settings(max_examples=100, deadline=None)
 @given(
     plan=operator_moves,
-    tail=st.lists(st.sampled_from(["start", "extra", "close", "extra", "close", "hold", "clear"]),
+    tail=st.lists(st.sampled_from(["start", "extra", "close", "extra", "close", "hold", "clear",
+                                   "again"]),
                   max_size=6),
     bow_first=st.booleans(),
     bow=st.booleans(),

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from reader.commands import Record
 from reader.errors import JournalError
-from reader.events import Abort, ClearHolds, ExtraCard, Hold, Release, Start
+from reader.events import Abort, ClearHolds, ExtraCard, Hold, ReadAgain, Release, Skip, Start
 from reader.journal import JournalWriter, parse_lines, read_journal, repair, replay, replay_steps
 
 from .fakes import RATE, make_run, short_match
@@ -53,6 +53,11 @@ def scripted(run):
     run.send(ExtraCard())
     run.at(run.frame() + s(1.5), Hold("c"))
     run.at(run.frame() + s(1), Release("c"))
+    run.run_until()
+    run.send(ReadAgain())  # the teacher's controls (issue 20 item 11)
+    run.at(run.frame() + s(1), Hold("d"))
+    run.send(Skip())
+    run.at(run.frame() + s(1), Release("d"))
     run.run_until()
 
 

@@ -8,7 +8,18 @@ from typing import get_args
 import pytest
 
 from reader.errors import JournalError
-from reader.events import Abort, Bow, ClearHolds, Close, ExtraCard, Hold, Release, Start
+from reader.events import (
+    Abort,
+    Bow,
+    ClearHolds,
+    Close,
+    ExtraCard,
+    Hold,
+    ReadAgain,
+    Release,
+    Skip,
+    Start,
+)
 from reader.facts import (
     Cut,
     Fact,
@@ -40,6 +51,9 @@ def every_kind_of_record() -> list[dict]:
     run.at(run.frame() + sec(1), Release("a"))
     run.run_until()
     run.send(ExtraCard())
+    run.at(run.frame() + sec(0.5), Skip())  # the extra call, skipped
+    run.at(run.frame() + sec(0.5), Skip())  # and its card, half read
+    run.send(ReadAgain())
     run.run_until()
     run.send(Close())
     run.run_until()

@@ -181,3 +181,43 @@ def test_a_failing_publication_does_not_keep_the_stop_from_the_output():
 
 def test_channel_fault_is_the_runtimes_word_for_the_unforeseen():
     assert issubclass(ChannelFault, Exception)
+
+
+async def test_a_hold_reaches_the_speaker_pages_before_the_journal_and_the_viewers(tmp_path):
+    """Browser speakers (issue 20 item 3): the stop goes to the speaker feed right after the
+    device, before the journal's fsync and the state's fan-out to every page (it went after
+    both, so a busy hall's fan-out delayed the pages' silence); clips go only after."""
+    rt, _voice = runtime(tmp_path)
+    calls: list[str] = []
+
+    class Feed:
+        def carry_out(self, commands, engine, voice) -> None:
+            calls.extend(f"speakers {type(c).__name__}" for c in commands
+                         if isinstance(c, StopAudio | PlayClip))
+
+        def refresh(self, engine, voice) -> None:
+            pass
+
+    rt.speakers = Feed()
+    journal = rt.reading.journal
+    record = journal.record
+
+    def recording(entry):
+        calls.append("journal")
+        return record(entry)
+
+    journal.record = recording  # type: ignore[method-assign]
+    rt.start()
+    try:
+        await rt.submit(PrepareMatch(seed=3))
+        await rt.submit(Start())
+        await until(lambda: rt.state().match is not None
+                    and rt.state().match.snapshot.phase == "reading")
+        del calls[:]
+        await rt.submit(Hold("r1", "mat 1"))
+        assert calls[:2] == ["speakers StopAudio", "journal"], calls
+        del calls[:]
+        await rt.submit(ClearHolds())  # the lead-in's clip: sent once journalled
+        assert calls.index("journal") < calls.index("speakers PlayClip"), calls
+    finally:
+        await rt.stop()

@@ -122,6 +122,7 @@ async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int
     texts = {"bow_call": m.bow_call.text, "memorise_call": m.memorise_call.text,
              "prelude_intro": m.prelude.intro.text, "prelude_kami": m.prelude.kami.text,
              "prelude_shimo": m.prelude.shimo.text, "extra_call": m.extra_call.text,
+             "again_call": m.again_call.text,
              "end_call": m.end_call.text, "move_call": m.move_call.text}
     view = TerminalView(texts, cfg.audio.rate)
     done = asyncio.Event()

@@ -23,8 +23,10 @@ from reader.facts import (
     HandsCleared,
     LeadIn,
     LeadInCut,
+    ReadAgain,
     Resumed,
     SegmentBegun,
+    Skipped,
     facts_of,
 )
 from reader.poems import poem
@@ -37,6 +39,7 @@ KIND_WORDS = {
     "prelude_kami": "jokā kami",
     "prelude_shimo": "jokā shimo",
     "extra_call": "extra",
+    "again_call": "again",
     "end_call": "end call",
     "move_call": "move",
 }
@@ -100,6 +103,10 @@ class TerminalView:
                 return f"{t}aborted {f.reason}"
             case ExtraCardAdded():
                 return f"{t}one more card: {f.card}"
+            case ReadAgain():
+                return f"{t}card {f.card} read again (#{f.poem})"
+            case Skipped():
+                return f"{t}skipped: {f.label}" + (f" (card {f.card})" if f.card else "")
             case SegmentBegun() | BowCalled() | LeadIn() | LeadInCut() | Closing() \
                     | ClipLength() | CardRead():
                 return None

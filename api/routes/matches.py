@@ -21,7 +21,7 @@ from hall.channel import ChannelService
 from hall.config import Config
 from hall.inbox import PrepareMatch
 from reader.config import with_match_overrides
-from reader.events import Abort, Bow, ClearHolds, Close, Event, ExtraCard, Start
+from reader.events import Abort, Bow, ClearHolds, Close, Event, ExtraCard, ReadAgain, Skip, Start
 from reader.timeline import build_timeline
 
 router = APIRouter(tags=["matches"], responses=ERRORS)
@@ -115,6 +115,24 @@ async def start(svc: Ch, p: Op) -> dict[str, Any]:
 async def extra(svc: Ch, p: Op) -> dict[str, Any]:
     """Rule 16, a final's tie: the extra call, then one more card; only when finished."""
     return await _engine_event(svc, p, ExtraCard())
+
+
+@router.post("/api/channels/{ch}/match/read-again", response_model=ChannelState,
+             response_model_exclude_unset=True)
+async def read_again(svc: Ch, p: Op) -> dict[str, Any]:
+    """A teacher's control: 「もう一度読みます」 (`match.again_call`), then the last card again,
+    upper and lower verse, then on with the next card. Between cards (a hand up or not) or once
+    finished; 409 while a card is being read. Journalled (`read_again`)."""
+    return await _engine_event(svc, p, ReadAgain())
+
+
+@router.post("/api/channels/{ch}/match/skip", response_model=ChannelState,
+             response_model_exclude_unset=True)
+async def skip(svc: Ch, p: Op) -> dict[str, Any]:
+    """A teacher's control: on at once to the next card's upper verse, leaving the rest of
+    the memorisation, the prelude or the card being read (the end, after the last card). A hand
+    up stays up. Journalled (`skip`)."""
+    return await _engine_event(svc, p, Skip())
 
 
 @router.post("/api/channels/{ch}/match/close", response_model=ChannelState,

@@ -18,7 +18,7 @@
     tokenForm: $("token-form"), token: $("token"), app: $("app"), phase: $("phase"),
     cardno: $("cardno"), countdown: $("countdown"), now: $("now"), prepared: $("prepared"),
     paused: $("paused"), start: $("start"), pause: $("pause"), resume: $("resume"),
-    extra: $("extra"), next: $("next"), abort: $("abort"), holds: $("holds"), bow: $("bow"),
+    extra: $("extra"), again: $("again"), skip: $("skip"), next: $("next"), abort: $("abort"), holds: $("holds"), bow: $("bow"),
     close: $("close"), stepHint: $("step-hint"), audioWarning: $("audio-warning"),
     settings: $("settings"), colourPicks: $("colour-picks"), seed: $("seed"),
     memorise: $("memorise"), cards: $("cards"), prepare: $("prepare"), qr: $("qr"), pin: $("pin"),
@@ -431,6 +431,12 @@
     ui.pause.textContent = t(opHold ? "unpause" : "pause");
     ui.resume.disabled = busy || !m || m.holds.length === 0;
     ui.extra.disabled = busy || phase !== "finished" || !(m.unread_left > 0);
+    // the teacher's controls: the last card again between cards (pause first: the gap is
+    // short) or once finished; on to the next card's upper verse while anything is read
+    const seg = m && m.segment;
+    ui.again.disabled = busy || !(phase === "finished" || (["reading", "tiebreak"].includes(phase)
+      && seg && seg.label === "gap_between_cards" && seg.card > 0));
+    ui.skip.disabled = busy || !["memorising", "prelude", "reading", "tiebreak"].includes(phase);
     ui.close.disabled = busy || phase !== "finished";
     ui.next.disabled = busy || !m || !ENDED.includes(phase);
     ui.replay.disabled = busy || !m || !ENDED.includes(phase);
@@ -926,6 +932,8 @@
       }
     }));
   ui.extra.addEventListener("click", () => act(() => Y.api("POST", chPath("/match/extra-card"), { token })));
+  ui.again.addEventListener("click", () => act(() => Y.api("POST", chPath("/match/read-again"), { token })));
+  ui.skip.addEventListener("click", () => act(() => Y.api("POST", chPath("/match/skip"), { token })));
   ui.close.addEventListener("click", () => act(() => Y.api("POST", chPath("/match/close"), { token })));
   // the next match draws a new order: a seed typed for this one is not kept
   ui.next.addEventListener("click", () => act(() => {
