@@ -4,7 +4,7 @@ where it enters (NFKC, no control or format characters: see reader.text)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -54,6 +54,14 @@ class MatchRequest(Strict):
 
 class VolumeRequest(Strict):
     volume_db: float = Field(ge=-60, le=0, description="0 is the clips' own loudness")
+
+
+class ProjectorRequest(Strict):
+    torifuda: Literal["panel", "full"] = Field(
+        "panel", description='the card just read: "panel" beside its poem, or "full": its '
+        "torifuda over the whole screen until the next card's upper verse begins")
+    left: bool = Field(False, description="the cards still on the mats, by colour, with their "
+                       "kimariji (the public state then carries `kimariji.left`)")
 
 
 class JoinRequest(Strict):
@@ -179,6 +187,8 @@ class ChannelState(Open):
         '"browser", "null", "no_device" with `why`), which the console words in its language')
     referees: list[RefereeState] = []
     pin: str | None = None
+    projector: dict[str, Any] | None = Field(
+        None, description="what the projector shows (PUT …/projector): torifuda, left")
 
 
 class MatchLog(Open):

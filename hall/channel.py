@@ -23,7 +23,14 @@ from hall.runtime import ChannelRuntime
 from hall.seam import Latest
 from hall.speaker import SpeakerFeed
 from hall.speakerlink import SpeakerLink
-from hall.states import ChannelState, OperatorView, RefereeView, SpeakerHealth, SpeakersView
+from hall.states import (
+    ChannelState,
+    OperatorView,
+    ProjectorView,
+    RefereeView,
+    SpeakerHealth,
+    SpeakersView,
+)
 from hall.views import public_view
 from reader.events import Hold, Release
 
@@ -69,6 +76,7 @@ class ChannelService:
         self.output_info: dict[str, Any] = {"code": "other"}
         self.output = "device"  # server.channels[].output
         self.volume_db = 0.0
+        self.projector = ProjectorView()
         self.seq = 0
         self._state = ChannelState.before_start(name)  # the runtime's latest
         self._listeners: list[Callable[[Latest], None]] = []
@@ -258,6 +266,11 @@ class ChannelService:
             self.speakers.set_volume(volume_db)
         self.broadcast()
 
+    def set_projector(self, projector: ProjectorView) -> None:
+        """What the projector shows (the operator's choice), at once on every page."""
+        self.projector = projector
+        self.broadcast()
+
     def on_state(self, state: ChannelState) -> None:
         self._state = state
         self.broadcast()
@@ -288,7 +301,7 @@ class ChannelService:
             speakers=SpeakersView(self.output, len(self.hub.speakers)),
             volume_db=self.volume_db, output_stats=self.output_stats(),
             referees=self.referees(), pin=self.pin, output_info=self.output_info,
-            speaker_health=self.speaker_health())
+            speaker_health=self.speaker_health(), projector=self.projector)
 
     def speaker_health(self) -> tuple[SpeakerHealth, ...]:
         out = []

@@ -85,6 +85,16 @@ class SpeakerHealth:
 
 
 @dataclass(frozen=True, slots=True)
+class ProjectorView:
+    """What the operator asks the projector to show (a class's teacher): `torifuda` "panel"
+    (beside the poem) or "full" (the whole screen, from a card's end to the next card), and
+    `left`: the cards still on the mats, by colour (then public: they lie on the mats)."""
+
+    torifuda: str = "panel"
+    left: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class OperatorView:
     """The channel as its operator sees it: the runtime's state (None before it started) and
     the service's own: its sequence number, output, speakers, volume, referees and PIN."""
@@ -100,6 +110,7 @@ class OperatorView:
     pin: str
     output_info: dict[str, Any] = field(default_factory=dict)  # hall.sinks.output_info
     speaker_health: tuple[SpeakerHealth, ...] = ()  # each speaker page that reported
+    projector: ProjectorView = ProjectorView()
 
     @property
     def match(self) -> MatchState | None:

@@ -10,9 +10,16 @@ from typing import Any
 
 from hall.recovery import RecoveryReport
 from hall.rendering import RenderProgress
-from hall.states import ChannelState, MatchState, OperatorView, RefereeView, SpeakersView
+from hall.states import (
+    ChannelState,
+    MatchState,
+    OperatorView,
+    ProjectorView,
+    RefereeView,
+    SpeakersView,
+)
 from hall.wire import FLATTEN, OMIT_NONE
-from reader.kimariji import ReadCard
+from reader.kimariji import LeftCard, ReadCard
 from reader.programme import Phase
 from reader.snapshot import HoldView, Snapshot
 
@@ -54,7 +61,10 @@ class PublicCard:
 
 @dataclass(frozen=True, slots=True)
 class PublicKimariji:
-    read: tuple[ReadCard, ...]  # which cards are left, and how, is the operator's
+    read: tuple[ReadCard, ...]
+    # which cards are left, and how, is the operator's, unless the operator shows them on the
+    # projector (ProjectorView.left): they lie on the mats, in no order
+    left: tuple[LeftCard, ...] | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,9 +123,10 @@ class PublicView:
     speakers: SpeakersView
     volume_db: float
     referees: tuple[RefereeView, ...]
+    projector: ProjectorView
 
 
-def public_match(m: MatchState) -> PublicMatch:
+def public_match(m: MatchState, left: bool = False) -> PublicMatch:
     """Nothing of a card before its lower verse has been read: not which poem is read, not the
     seed while the match is under way, not how long a verse of a card will be (the 20 upper
     verses of a colour all differ in length: its end would name the poem at its first
@@ -138,22 +149,24 @@ def public_match(m: MatchState) -> PublicMatch:
         seed=s.seed if s.phase in OVER else None,
         colors=s.colors, policy=s.policy, lead_in_s=s.lead_in_s, timings=s.timings,
         reason=s.reason, bowed=s.bowed, calls=s.calls,
-        kimariji=None if m.kimariji is None else PublicKimariji(m.kimariji.read))
+        kimariji=None if m.kimariji is None else PublicKimariji(
+            m.kimariji.read, m.kimariji.left if left else None))
 
 
-def public_runtime(st: ChannelState) -> PublicRuntime:
+def public_runtime(st: ChannelState, left: bool = False) -> PublicRuntime:
     return PublicRuntime(
         channel=st.channel, seq=st.seq, audio=st.audio, journal=st.journal, fault=st.fault,
         no_device=st.no_device, recovered=st.recovered, render=st.render,
-        match=None if st.match is None else public_match(st.match), voice=st.voice,
+        match=None if st.match is None else public_match(st.match, left), voice=st.voice,
         preset=st.preset)
 
 
 def public_view(op: OperatorView) -> PublicView:
     """What viewers, referees and speakers see (README "Who sees what, and when")."""
     return PublicView(
-        state=public_runtime(op.state),
+        state=public_runtime(op.state, op.projector.left),
         channel=op.channel, seq=op.seq, output=op.output, speakers=op.speakers,
         volume_db=op.volume_db,
         # a projector shows whose hand is up, never who has joined: only those names go out
-        referees=tuple(r for r in op.referees if r.holding))
+        referees=tuple(r for r in op.referees if r.holding),
+        projector=op.projector)

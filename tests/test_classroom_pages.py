@@ -551,8 +551,56 @@ def pink_until(server: Server, ok: Any, timeout_s: float = 20) -> dict[str, Any]
     deadline = time.monotonic() + timeout_s
     while True:
         m = api(server, "GET", "/api/channels/pink")["match"]
-        if m and m.get("segment") is not None and ok(m) or m and m["phase"] == "finished" \
-                and ok(m):
+        if m and (m.get("segment") is not None or m["phase"] == "finished") and ok(m):
             return m
         assert time.monotonic() < deadline, m
         time.sleep(0.05)
+
+
+def test_the_projector_shows_the_torifuda_full_screen_and_the_cards_left_when_asked(
+        server: Server, browser: Browser) -> None:
+    """Issue 20 item 11: from the console, the projector shows the card just read's torifuda
+    over the whole screen (until the next card begins) and the cards still on the mats by
+    colour; the public state carries the cards left only while they are shown."""
+    errors: list[str] = []
+    poems = {p["no"]: p for p in httpx2.get(f"{server.base}/api/poems").json()}
+    api(server, "POST", "/api/channels/pink/match", json={
+        "seed": 5, "overrides": {"memorise_s": 1, "cards": 2}})
+    try:
+        console = open_page(browser, f"{server.base}/console#token={TOKEN}", errors)
+        console.select_option("#channel", "pink")
+        display = open_page(browser, f"{server.base}/display/pink", errors)
+        public = httpx2.get(f"{server.base}/api/channels/pink", timeout=10).json()
+        assert public["projector"] == {"torifuda": "panel", "left": False}
+        console.check("#proj-full")
+        console.check("#proj-left")
+        expect(display.locator("#left")).to_be_visible()
+        api(server, "POST", "/api/channels/pink/match/start")
+        pink_until(server, lambda m: m["phase"] == "finished", 60)
+        m = api(server, "GET", "/api/channels/pink")["match"]
+        last = poems[m["cards"][-1]["poem"]]
+        expect(display.locator("#full-torifuda")).to_be_visible()
+        full = display.locator("#full-torifuda-card").inner_text().replace("\n", "")
+        assert full == last["shimo_kana"].replace(" ", ""), (full, last["shimo_kana"])
+        box = display.locator("#full-torifuda-card").bounding_box()
+        assert box and box["height"] > 0.6 * 900, box  # most of the screen's height
+        display.screenshot(path=str(SHOTS / "display-full-torifuda.png"))
+        # the cards left: the 18 pink cards not read, with their kimariji, in the public state
+        public = httpx2.get(f"{server.base}/api/channels/pink", timeout=10).json()
+        left = public["match"]["kimariji"]["left"]
+        read = {c["poem"] for c in m["cards"]}
+        assert len(left) == 18 and not read & {c["poem"] for c in left}
+        console.uncheck("#proj-full")
+        expect(display.locator("#full-torifuda")).to_be_hidden()
+        expect(display.locator("#left li")).to_have_count(18)
+        expect(display.locator("#left .group[data-colour='pink'] .count")).to_have_text("18枚")
+        display.screenshot(path=str(SHOTS / "display-cards-left.png"))
+        console.uncheck("#proj-left")
+        expect(display.locator("#left")).to_be_hidden()
+        public = httpx2.get(f"{server.base}/api/channels/pink", timeout=10).json()
+        assert "left" not in public["match"]["kimariji"], public["match"]["kimariji"]
+        assert not errors, errors
+    finally:
+        httpx2.put(f"{server.base}/api/channels/pink/projector", headers=server.op, timeout=10,
+                   json={})
+        httpx2.post(f"{server.base}/api/channels/pink/match/abort", headers=server.op, timeout=10)

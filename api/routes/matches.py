@@ -14,12 +14,21 @@ from fastapi.responses import Response
 from api.answers import PresetAnswer, PresetSets
 from api.deps import Ch, HallDep, Op, Who, submit, view
 from api.errors import ApiError
-from api.models import ERRORS, AbortRequest, ChannelState, MatchLog, MatchRequest, VolumeRequest
+from api.models import (
+    ERRORS,
+    AbortRequest,
+    ChannelState,
+    MatchLog,
+    MatchRequest,
+    ProjectorRequest,
+    VolumeRequest,
+)
 from audio.config import voice_view, with_voice_overrides
 from hall.auth import Principal
 from hall.channel import ChannelService
 from hall.config import Config
 from hall.inbox import PrepareMatch
+from hall.states import ProjectorView
 from reader.config import with_match_overrides
 from reader.events import Abort, Bow, ClearHolds, Close, Event, ExtraCard, ReadAgain, Skip, Start
 from reader.timeline import build_timeline
@@ -87,6 +96,16 @@ async def volume(svc: Ch, p: Op, body: VolumeRequest) -> dict[str, Any]:
     """The channel's volume, at once on the speaker pages and from the next clip on the
     server's own output."""
     svc.set_volume(body.volume_db)
+    return view(svc, p)
+
+
+@router.put("/api/channels/{ch}/projector", response_model=ChannelState,
+            response_model_exclude_unset=True)
+async def projector(svc: Ch, p: Op, body: ProjectorRequest) -> dict[str, Any]:
+    """What the channel's projector pages show, at once on every one: the torifuda of the
+    card just read beside its poem or over the whole screen, and the cards still on the mats
+    by colour (a class's teacher)."""
+    svc.set_projector(ProjectorView(torifuda=body.torifuda, left=body.left))
     return view(svc, p)
 
 

@@ -30,7 +30,7 @@
     recorded: $("recorded"), recordedBox: $("recorded-box"), recordedCount: $("recorded-count"),
     gapCards: $("gap-cards"), gapRepeat: $("gap-repeat"), poemPicks: $("poem-picks"),
     poemCount: $("poem-count"), poemsClear: $("poems-clear"), volume: $("volume"),
-    volumeOut: $("volume-out"), speakers: $("speakers"), speakerUrl: $("speaker-url"),
+    volumeOut: $("volume-out"), projFull: $("proj-full"), projLeft: $("proj-left"), speakers: $("speakers"), speakerUrl: $("speaker-url"),
     speakerRow: $("speaker-row"), speakerHint: $("speaker-hint"), speakerOff: $("speaker-off"),
     speakerQrShow: $("speaker-qr-show"), speakerQr: $("speaker-qr"), speakerNew: $("speaker-new"),
     kimarijiList: $("kimariji-list"), kimarijiChanged: $("kimariji-changed"),
@@ -595,6 +595,10 @@
           steps: h.steps, epochs: h.epochs,
           rtt: h.rtt_ms === null ? "–" : h.rtt_ms.toFixed(1) })));
     }
+    const proj = (s && s.projector) || { torifuda: "panel", left: false };
+    ui.projFull.checked = proj.torifuda === "full";
+    ui.projLeft.checked = !!proj.left;
+    ui.projFull.disabled = ui.projLeft.disabled = !s;
     if (s && typeof s.volume_db === "number" && !volumeDragging) {
       ui.volume.value = String(s.volume_db);
       ui.volumeOut.textContent = `${s.volume_db} dB`;
@@ -869,6 +873,12 @@
     volumeDragging = false;
     return Y.api("PUT", chPath("/volume"), { token, body: { volume_db: Number(ui.volume.value) } });
   }));
+
+  // what the projector shows: on every projector page of the channel at once
+  for (const box of [ui.projFull, ui.projLeft]) {
+    box.addEventListener("change", () => act(() => Y.api("PUT", chPath("/projector"), {
+      token, body: { torifuda: ui.projFull.checked ? "full" : "panel", left: ui.projLeft.checked } })));
+  }
 
   ui.settings.addEventListener("change", saveSettings);
 

@@ -15,6 +15,8 @@
     lastShimo: $("last-shimo"), lastAuthor: $("last-author"), offline: $("offline"),
     torifuda: $("torifuda"), lastKana: $("last-kana"), kimarijiNote: $("kimariji-note"),
     reads: $("reads"), readList: $("read-list"), readsPage: $("reads-page"),
+    left: $("left"), leftGroups: $("left-groups"), full: $("full-torifuda"),
+    fullCard: $("full-torifuda-card"), fullN: $("full-n"),
   };
   let state = null;
   let poems = null;
@@ -61,6 +63,52 @@
     renderStage();
     renderLast(m);
     renderReads(m);
+    renderFull(m);
+    renderLeft(m);
+  }
+
+  /** The operator's choice (PUT …/projector): the torifuda of the card just read over the
+      whole screen, from the end of its lower verse until the next card's upper verse begins
+      (or a hand goes up: the banner is what the hall must read then). */
+  function renderFull(m) {
+    const full = !!(state && state.projector && state.projector.torifuda === "full");
+    const c = lastRead(m);
+    const p = c && poems ? poems.get(c.poem) : null;
+    const show = full && p && m.card === c.n && !m.paused
+      && ["reading", "tiebreak", "finished"].includes(m.phase);
+    ui.full.hidden = !show;
+    document.body.dataset.full = show ? "shown" : "";
+    if (!show) return;
+    if (ui.full.dataset.poem !== String(p.no)) {
+      ui.fullCard.replaceChildren(...torifuda(p.shimo_kana));
+      ui.full.dataset.poem = String(p.no);
+    }
+    ui.full.setAttribute("aria-label", `${t("torifuda")}: ${p.shimo_kana}`);
+    ui.fullN.textContent = `${t("card_no", { n: c.n })} · ${t("poem_no", { no: p.no })}`;
+  }
+
+  /** The cards still on the mats, by colour, with their kimariji now (public only while the
+      operator shows them: kimariji.left). */
+  function renderLeft(m) {
+    const left = m && m.kimariji && m.kimariji.left;
+    const on = !!(state && state.projector && state.projector.left && left && poems);
+    ui.left.hidden = !on;
+    document.body.dataset.left = on ? "shown" : "";
+    if (!on) return;
+    const groups = new Map();
+    for (const c of left) {
+      const p = poems.get(c.poem);
+      const colour = p ? p.color : "";
+      if (!groups.has(colour)) groups.set(colour, []);
+      groups.get(colour).push(c);
+    }
+    const order = [...(m.colors || []), ...[...groups.keys()].filter((c) => !(m.colors || []).includes(c))];
+    ui.leftGroups.replaceChildren(...order.filter((c) => groups.has(c)).map((colour) =>
+      Y.el("div", { class: "group", dataset: { colour } },
+        Y.el("h3", {}, Y.colourChip(colour), Y.el("span", { class: "count" },
+          t("left_count", { n: groups.get(colour).length }))),
+        Y.el("ul", {}, ...groups.get(colour).map((c) =>
+          Y.el("li", { dataset: { poem: String(c.poem) } }, c.kimariji))))));
   }
 
   function renderBanner(m) {
