@@ -276,7 +276,7 @@ def _read_manifest(folder: Path, manifest: Path) -> Pack:
             raise PackError(
                 f"{where}: unknown slot; use \"NNN/kami\" or \"NNN/shimo\" (NNN 000-100, "
                 "000 the jokā) or \"call/<name>\" (bow_call, memorise_call, prelude_intro, "
-                "extra_call, end_call, move_call)"
+                "extra_call, again_call, end_call, move_call)"
             )
         if m["no"] is not None and int(m["no"]) not in POEMS:
             raise PackError(f"{where}: poem {int(m['no'])} is outside 000-100")
