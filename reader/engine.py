@@ -245,7 +245,7 @@ class Engine(Holds):
             case ReadAgain():
                 require(event, self.phase, self.paused, Phase.READING, Phase.TIEBREAK,
                         Phase.FINISHED)
-                return self._read_again(event, t)
+                return self._read_again(t)
             case Skip():
                 require(event, self.phase, self.paused, Phase.MEMORISING, Phase.PRELUDE,
                         Phase.READING, Phase.TIEBREAK)
@@ -309,7 +309,7 @@ class Engine(Holds):
         self._begin(start, t)
         return True
 
-    def _read_again(self, event: ReadAgain, t: int) -> bool:
+    def _read_again(self, t: int) -> bool:
         """The again call and the last card, from now (after the scheduling lead): between
         cards (a hand up or not) or once finished."""
         if self._terminal is Phase.FINISHED:
