@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import websockets
 
@@ -80,40 +81,51 @@ def burners(n: int) -> Iterator[None]:
 
 
 class HallLoad:
-    """Viewers and page reloads on a thread of their own (for a bench whose own code is
-    synchronous), with CPU burners: `with HallLoad(...) as load: ...`, then `load.figures`."""
+    """Viewers and page reloads in a process of their own (so that a bench's own timing, e.g.
+    the moment it sends a hold, never waits on their Python), with CPU burners:
+    `with HallLoad(...) as load: ...`, then `load.figures`."""
 
     def __init__(self, base: str, port: int, token: str, *, viewers: int = 200,
                  burners: int = 2, reload_s: float = 4.0) -> None:
         self.base, self.port, self.token = base, port, token
         self.n_viewers, self.n_burners, self.reload_s = viewers, burners, reload_s
         self.figures: dict[str, int] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._thread: threading.Thread | None = None
+        self._proc: subprocess.Popen[str] | None = None
         self._burn = contextlib.ExitStack()
-        self._up = threading.Event()
 
     def __enter__(self) -> HallLoad:
         self._burn.enter_context(burners(self.n_burners))
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
-        self._thread.start()
-        self._up.wait(60)
+        root = str(Path(__file__).resolve().parent.parent)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.hallload", self.base, str(self.port), self.token,
+             str(self.n_viewers), str(self.reload_s)],
+            cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()  # "up": the sockets and pages are up
+        if line.strip() != "up":
+            raise RuntimeError(f"the hall's load did not start: {line!r}")
         return self
 
-    async def _main(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        v = asyncio.create_task(viewers(self.port, self.n_viewers, self._stop))
-        p = asyncio.create_task(pages(self.base, self.token, self._stop, self.reload_s))
-        await asyncio.sleep(3.0)  # the sockets and pages are up
-        self._up.set()
-        got, reloads = await asyncio.gather(v, p)
-        self.figures = {"viewer_states": got, "reloads": reloads}
-
     def __exit__(self, *exc: object) -> None:
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        if self._thread is not None:
-            self._thread.join(60)
+        if self._proc is not None:
+            out, _ = self._proc.communicate("", timeout=120)  # stdin closed: stop
+            last = (out.strip().splitlines() or ["{}"])[-1]
+            self.figures = json.loads(last)
         self._burn.close()
+
+
+async def _child(base: str, port: int, token: str, n_viewers: int, reload_s: float) -> None:
+    stop = asyncio.Event()
+    v = asyncio.create_task(viewers(port, n_viewers, stop))
+    p = asyncio.create_task(pages(base, token, stop, reload_s))
+    await asyncio.sleep(3.0)  # the sockets and pages are up
+    print("up", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)  # until EOF
+    stop.set()
+    got, reloads = await asyncio.gather(v, p)
+    print(json.dumps({"viewer_states": got, "reloads": reloads}), flush=True)
+
+
+if __name__ == "__main__":
+    base_, port_, token_, n_, reload_ = sys.argv[1:6]
+    asyncio.run(_child(base_, int(port_), token_, int(n_), float(reload_)))

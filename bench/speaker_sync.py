@@ -168,10 +168,20 @@ def report(schedule: ScheduleLog, clips: ClipAudio, tmap: TimelineMap, caps: lis
                 for k in range(len(rows) - 1)
                 if rows[k][1][i] is not None and rows[k + 1][1][i] is not None]
         stops = []
+        parts = []  # (total, the server's, the page's, the rest), per hold, ms
         for th, tr in sent:
             end = last_sound(caps[i], th - 1.0, tr)
             if end is not None:
                 stops.append((end - th) * 1000)
+                acted = [x for x in stats[i].get("stopLags", [])
+                         if x["faded"] and th - 0.05 <= tmap.mono(x["stop_s"]) <= tr]
+                if acted:
+                    srv = (tmap.mono(acted[0]["stop_s"]) - th) * 1000
+                    # the gate (worker) acts first where there is one, else the page itself
+                    page = acted[0]["lag_ms"]
+                    if acted[0].get("gate_ms") is not None:
+                        page = min(page, acted[0]["gate_ms"])
+                    parts.append((stops[-1], srv, page, stops[-1] - srv - page))
         st = stats[i]
         # a slow trend is the instrument's clock (the capture times frames at a nominal 48 kHz
         # of CLOCK_MONOTONIC; the null sink's clock runs ~160 ppm off it): shown, and removed
@@ -191,6 +201,21 @@ def report(schedule: ScheduleLog, clips: ClipAudio, tmap: TimelineMap, caps: lis
               f"{st['placed']} (joined late {st['late']}), moved while sounding "
               f"{st['resyncs']}, output underrun steps followed {len(st['jumps'])}, clips the page "
               f"missed {st.get('missed', 0)}")
+        for what, field in (("the page's main thread", "lag_ms"),
+                            ("the socket's worker (the gate)", "gate_ms")):
+            lags = [x[field] for x in st.get("stopLags", [])
+                    if x["faded"] and x.get(field) is not None]
+            if lags:
+                print(f"     page: a stop acted on by {what} (the timeline's time then minus "
+                      f"the stop's) p50 {pct(lags, 50):.1f} p99 {pct(lags, 99):.1f} max "
+                      f"{max(lags):.1f} ms over {len(lags)} stops that silenced a clip")
+        print(f"     page: audio gate {st.get('gate')}")
+        worst = sorted(parts, reverse=True)[:5]
+        print("     the slowest holds, ms (to silence = the server's + the page's + output): "
+              + "; ".join(f"{t:.0f} = {s:.0f} + {p:.0f} + {r:.0f}" for t, s, p, r in worst))
+    rx = [(t - tmap.mono(s)) * 1000 for s, t in schedule.stop_rx]
+    print(f"  a stop received by a third WebSocket client (this process) after the stop's time: "
+          f"p50 {pct(rx, 50):.1f} p99 {pct(rx, 99):.1f} max {max(rx, default=float('nan')):.1f} ms")
     both = [(r[1][1] - r[1][0]) * 1000 for r in rows if None not in r[1]]
     print(f"  B - A: p50 {pct(both, 50):+.2f} ms, |B - A| p99 {pct([abs(x) for x in both], 99):.2f}"
           f" max {max((abs(x) for x in both), default=float('nan')):.2f} ms")

@@ -80,8 +80,9 @@ class SpeakerBrowser:
         """Tap the page's button, then wait until it keeps time and hears its output."""
         assert self.page is not None
         self.page.click("#enable")
-        self.page.wait_for_function("() => window.Y && Y.speaker && Y.speaker.ready",
-                                    timeout=timeout_s * 1000)
+        self.page.wait_for_function(
+            "() => window.Y && Y.speaker && Y.speaker.ready && Y.speaker.gateSettled",
+            timeout=timeout_s * 1000)
         self.promoted = promote_audio_threads(self.name)
 
 
@@ -127,7 +128,9 @@ class SpeakerBrowser:
         subprocess.run(["pactl", "unload-module", self.module], capture_output=True, check=False)
 
 
-AUDIO_THREADS = ("AudioOutputDevi", "AudioWorkerThre", "threaded-ml")  # as /proc names them
+# as /proc names them; "Realtime AudioW" renders the page's graph once it has an AudioWorklet
+# (the speaker's gate), and Chromium asks real-time scheduling for it as for the others
+AUDIO_THREADS = ("AudioOutputDevi", "AudioWorkerThre", "threaded-ml", "Realtime AudioW")
 
 
 def browser_pids(sink: str) -> set[int]:
@@ -224,6 +227,7 @@ class ScheduleLog:
     ws_url: str
     clips: dict[str, dict[str, Any]] = field(default_factory=dict)
     stops: list[float] = field(default_factory=list)
+    stop_rx: list[tuple[float, float]] = field(default_factory=list)  # (stop_s, monotonic rx)
     messages: int = 0
 
     def __post_init__(self) -> None:
@@ -239,6 +243,7 @@ class ScheduleLog:
                     text = await asyncio.wait_for(ws.recv(), 0.2)
                 except TimeoutError:
                     continue
+                rx = time.monotonic()
                 m = json.loads(text)
                 if m.get("type") != "speaker":
                     continue
@@ -248,6 +253,7 @@ class ScheduleLog:
                 if m["stops"] > self._seen_stops:
                     self._seen_stops = m["stops"]
                     self.stops.append(float(m["stop_s"]))
+                    self.stop_rx.append((float(m["stop_s"]), rx))
 
     def cancelled(self, clip: dict[str, Any]) -> bool:
         """Whether a stop came before the clip began (it was never heard)."""

@@ -380,3 +380,61 @@ def check_rejoin(cap_a: Any, cap_b: Any, dist: Disturbed, schedule: ScheduleLog,
     lag = lag_ms(cap_a, cap_b, start, min(end - 0.05, start + 1.5), max_lag_ms=1500)
     print(f"rejoin: lag behind A once settled {lag:+.2f} ms")
     assert abs(lag) <= REJOIN_MS, f"the rejoined speaker is {lag:+.2f} ms off A"
+
+
+BUSY_S = 2.0  # the page's main thread is blocked this long (under the 3 s after which the page
+#               itself would call its connection lost)
+
+
+def test_a_hold_silences_a_speaker_whose_page_is_busy(server: Server, tmp_path: Path) -> None:
+    """The stop does not wait for the page's main thread: its socket's worker closes the audio
+    gate (an AudioWorklet) at once. Here the main thread is blocked for 2 s just before a hold
+    made with 2.5 s of the verse to come: a page that stopped its clips itself would sound on
+    until the block ends (1.8 s after the hold); the gate silences it in tens of ms. Once the
+    thread is free the page opens the gate again and the resumed verse is heard."""
+    ws_url = f"ws://127.0.0.1:{server.port}/ws/channels/main"
+    link, _key = speaker_link(server.base, server.op)
+    with sync_playwright() as pw:
+        s = SpeakerBrowser(pw, "spk_busy", tmp_path / "busy.wav")
+        try:
+            page = s.open(link)
+            s.enable()
+            assert page.evaluate("Y.speaker.stats().gate") == "worklet"
+            api(server, "POST", "/api/channels/main/match", json={"colors": ["pink"],
+                                                                   "seed": 3})
+            tmap = TimelineMap.measure(ws_url)
+            s.record()
+            try:
+                api(server, "POST", "/api/channels/main/match/start")
+                wait_for(server, "a verse with 2.5 s to come",
+                         lambda m: in_verse(m, tmap, min_s=0.2, left_s=2.5))
+                page.evaluate(f"""() => setTimeout(() => {{
+                    const t = performance.now();
+                    while (performance.now() - t < {BUSY_S * 1000}) {{}}
+                }}, 0)""")
+                busy_from = time.monotonic()
+                time.sleep(0.2)
+                held = time.monotonic()
+                api(server, "PUT", "/api/channels/main/holds/@operator", json={"name": "test"})
+                time.sleep(0.5)
+                api(server, "DELETE", "/api/channels/main/holds/@operator")
+                time.sleep(busy_from + BUSY_S + 2.5 - time.monotonic())
+            finally:
+                cap = s.stop_recording()
+            s.stats()  # asks the gate for its figures, which come back on its port
+            time.sleep(0.3)
+            stats = s.stats()
+        finally:
+            errors = s.errors
+            s.close()
+    assert not errors, errors
+    end = last_sound(cap, held - 1.0, held + 1.5)
+    assert end is not None, "no sound before the hold"
+    print(f"\nbusy page: hold -> silence {(end - held) * 1000:.1f} ms with the main thread "
+          f"blocked; gate {stats['gateStats']}")
+    assert (end - held) * 1000 <= SILENCE_MS, (
+        f"the speaker sounded {(end - held) * 1000:.0f} ms after the hold: the stop waited "
+        "for the page's main thread")
+    assert stats["gateStats"] and stats["gateStats"]["closes"] >= 1, stats["gateStats"]
+    back = last_sound(cap, busy_from + BUSY_S + 0.2, busy_from + BUSY_S + 2.5)
+    assert back is not None, "the gate stayed closed: nothing heard after the resume"

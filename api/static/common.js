@@ -269,6 +269,8 @@
       this.onOther = opts.onOther || (() => {}); // messages other than hello/state/error/pong
       this.onClose = opts.onClose || (() => true); // (CloseEvent) => false stops reconnecting
       this.query = opts.query || {}; // extra URL parameters (e.g. audience: "speaker")
+      // (url) => a WebSocket or an object that acts like one (the speaker page's, in a worker)
+      this.socket = opts.socket || null;
       this.ws = null;
       this.state = null;
       this.lastSeq = -1;
@@ -341,7 +343,8 @@
       const q = params.toString() ? `?${params}` : "";
       let ws;
       try {
-        ws = new WebSocket(`${proto}//${location.host}/ws/channels/${encodeURIComponent(this.name)}${q}`);
+        const url = `${proto}//${location.host}/ws/channels/${encodeURIComponent(this.name)}${q}`;
+        ws = this.socket ? this.socket(url) : new WebSocket(url);
       } catch (_e) {
         this._retry(false);
         return;

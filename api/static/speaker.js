@@ -175,6 +175,10 @@
   let output = null;
   let ctx = null;
   let master = null;
+  let gate = null; // the AudioWorkletNode between master and the output, once it is in place
+  let gateStats = null;
+  let gateSettled = false;
+  let fadedUntil = 0; // the context time the last stop's fades are over
   let schedule = null; // the last `speaker` message
   let seenStops = null;
   let fadeS = 0.002;
@@ -187,7 +191,7 @@
   const wanted = new Map(); // id -> clip entry, from the latest schedule
   const playing = new Map(); // id -> {c, src, gain, ctxAt, end, off}
   const stats = { placed: 0, late: 0, resyncs: 0, stops: 0, silenced: 0, retries: 0,
-    missed: 0, epochs: 0, log: [] };
+    missed: 0, epochs: 0, log: [], stopLags: [] };
   let epoch = null; // the server's timeline epoch this page's estimate belongs to
   let retryTimer = 0; // a clip whose fetch failed is asked for again while it is still due
   const done = new Set(); // ids of clips placed (or given up as missed) in this epoch
@@ -203,8 +207,69 @@
   let key = Y.fromHash("key") || Y.load(KEY);
   if (key) Y.save(KEY, key);
 
+  // ------------------------------------------------------------------ the socket's worker
+  // The channel's WebSocket lives in a worker (speaker-socket.js), which closes the audio gate
+  // (speaker-gate.js) the moment a stop arrives, on threads the page's own work cannot delay.
+  // Without workers, a plain WebSocket: the stop then waits for this thread.
+  let worker = null;
+  try {
+    worker = window.Worker ? new Worker("/static/speaker-socket.js") : null;
+  } catch (e) {
+    console.warn(e);
+  }
+  const sockets = new Map(); // id -> WorkerSocket
+  let socketId = 0;
+
+  /** What Y.Channel needs of a WebSocket, the socket itself being the worker's. */
+  class WorkerSocket {
+    constructor(url) {
+      socketId += 1;
+      this.id = socketId;
+      this.readyState = WebSocket.CONNECTING;
+      this.gate = 0; // the worker's closes up to the message being handled
+      this.onopen = null;
+      this.onmessage = null;
+      this.onclose = null;
+      this.onerror = null;
+      sockets.set(this.id, this);
+      worker.postMessage({ op: "open", id: this.id, url });
+    }
+
+    send(data) {
+      if (this.readyState === WebSocket.OPEN) worker.postMessage({ op: "send", id: this.id, data });
+    }
+
+    close(code = 1000, reason = "") {
+      if (this.readyState >= WebSocket.CLOSING) return;
+      this.readyState = WebSocket.CLOSING;
+      worker.postMessage({ op: "close", id: this.id, code, reason });
+    }
+  }
+
+  if (worker) {
+    worker.onmessage = (e) => {
+      const m = e.data;
+      const sock = sockets.get(m.id);
+      if (!sock) return;
+      if (m.ev === "open") {
+        sock.readyState = WebSocket.OPEN;
+        if (sock.onopen) sock.onopen({});
+      } else if (m.ev === "message") {
+        sock.gate = m.gate;
+        sock.closedAt = m.closedAt;
+        if (sock.onmessage) sock.onmessage({ data: m.data });
+      } else if (m.ev === "close") {
+        sock.readyState = WebSocket.CLOSED;
+        sockets.delete(m.id);
+        if (sock.onclose) sock.onclose({ code: m.code, reason: m.reason, wasClean: m.wasClean });
+      }
+    };
+    worker.onerror = (e) => console.warn("speaker socket worker:", e.message);
+  }
+
   // ------------------------------------------------------------------ the connection
   const conn = new Y.Channel(ch, {
+    socket: worker ? (url) => new WorkerSocket(url) : null,
     query: { audience: "speaker" },
     token: () => key,
     onHello: () => {
@@ -295,6 +360,7 @@
       master = ctx.createGain();
       master.connect(ctx.destination);
       setVolume(volumeDb);
+      addGate();
       output = new OutputClock(ctx);
       setInterval(() => output.sample(), 20);
       setInterval(check, 100);
@@ -308,6 +374,33 @@
   }
 
   ui.enable.addEventListener("click", enable);
+
+  /** The gate on the audio thread, closed by the worker at a stop (where the page may have
+      AudioWorklets: a secure context, i.e. https or this machine itself). Until it is in
+      place, and where it cannot be, the page stops its clips itself. */
+  function addGate() {
+    if (!worker || !ctx.audioWorklet || !window.AudioWorkletNode) {
+      gateSettled = true;
+      return;
+    }
+    ctx.audioWorklet.addModule("/static/speaker-gate.js").then(() => {
+      const node = new AudioWorkletNode(ctx, "yomite-gate");
+      const link = new MessageChannel();
+      node.port.postMessage({ type: "port" }, [link.port1]);
+      worker.postMessage({ op: "gate", port: link.port2 }, [link.port2]);
+      node.port.onmessage = (e) => { if (e.data.type === "stats") gateStats = e.data; };
+      node.connect(ctx.destination);
+      master.connect(node);
+      master.disconnect(ctx.destination);
+      gate = node;
+    }).catch((e) => console.warn("no audio gate:", e)).finally(() => { gateSettled = true; });
+  }
+
+  /** The worker's closes up to `seq` are handled here: the gate opens once the clips this
+      page faded out are silent (context time `at`). */
+  function openGate(seq, at) {
+    if (gate && seq) gate.port.postMessage({ type: "open", seq, at });
+  }
 
   function ready() {
     return !!ctx && ctx.state === "running" && online && server.ready && output && output.ready;
@@ -356,7 +449,9 @@
     schedule = msg;
     fadeS = Math.max(0.001, (msg.fade_ms || 2) / 1000);
     if (msg.volume_db !== volumeDb) setVolume(msg.volume_db);
+    fadedUntil = 0;
     apply();
+    if (ctx) openGate(conn.ws && conn.ws.gate, Math.max(fadedUntil, ctx.currentTime));
     render();
   }
 
@@ -369,7 +464,18 @@
     const listed = new Set(msg.clips.map((c) => c.id));
     if (seenStops !== null && msg.stops !== seenStops) {
       stats.stops += 1;
-      for (const [id, p] of playing) if (!listed.has(id)) fadeOut(p, msg.stop_s);
+      let faded = 0;
+      for (const [id, p] of playing) if (!listed.has(id)) { fadeOut(p, msg.stop_s); faded += 1; }
+      // how long after the stop this page acted on it (the timeline's time now minus the
+      // stop's), kept for the console's report and the bench
+      if (typeof msg.stop_s === "number") {
+        const closed = conn.ws && conn.ws.closedAt;
+        stats.stopLags.push({ lag_ms: (server.timeline(performance.now()) - msg.stop_s) * 1000,
+          gate_ms: gate && closed
+            ? (server.timeline(closed - performance.timeOrigin) - msg.stop_s) * 1000 : null,
+          stop_s: msg.stop_s, faded });
+        if (stats.stopLags.length > 100) stats.stopLags.shift();
+      }
     }
     seenStops = msg.stops;
     for (const id of [...wanted.keys()]) if (!listed.has(id)) wanted.delete(id);
@@ -437,6 +543,7 @@
       p.src.stop(); // the stop comes before the clip: it never sounds
       return;
     }
+    fadedUntil = Math.max(fadedUntil, from + fadeS + 0.005);
     const g = p.gain.gain;
     g.cancelScheduledValues(from);
     g.setValueAtTime(g.value, from);
@@ -552,13 +659,17 @@
   // for tests and the curious: what this page has estimated and done
   Y.speaker = {
     get ready() { return ready(); },
+    /** The audio gate is in place, or this page cannot have one. */
+    get gateSettled() { return gateSettled; },
     stats() {
+      if (gate) gate.port.postMessage({ type: "stats" });
       return {
-        ...stats, log: stats.log.slice(), playing: playing.size, rtt: server.rtt,
+        ...stats, log: stats.log.slice(), stopLags: stats.stopLags.slice(), playing: playing.size, rtt: server.rtt,
         drift: server.drift, offset: server.offset, probes: server.samples.length,
         latency: output ? output.latency() : null, jumps: output ? output.jumps.slice() : [],
         timeOrigin: performance.timeOrigin,
         state: ctx ? ctx.state : "none",
+        gate: gate ? "worklet" : "none", worker: !!worker, gateStats,
       };
     },
     /** The timeline's time now, as this page estimates it. */
