@@ -530,6 +530,10 @@ def test_the_teacher_skips_and_reads_the_last_card_again_from_the_console(
                         timeout=10)
         assert r.status_code == 409 and r.json()["error"] == "illegal_move", r.text
         assert "only between cards" in r.json()["detail"], r.text
+        # the teacher stops the card read again for a moment (the sheet names who)
+        pink_until(server, lambda m: m["segment"]["label"] == "card_kami")
+        api(server, "PUT", "/api/channels/pink/holds/@operator", json={"name": "先生"})
+        api(server, "DELETE", "/api/channels/pink/holds/@operator")
         pink_until(server, lambda m: m["phase"] == "finished", 60)
         log = api(server, "GET", "/api/channels/pink/match/log")
         facts = [f for r in log["records"] for f in r.get("facts", ())
@@ -540,10 +544,63 @@ def test_the_teacher_skips_and_reads_the_last_card_again_from_the_console(
         assert [(e["label"], e.get("card")) for e in skipped] == [
             ("memorise", None), ("card_kami", 1), ("card_kami", 2)], skipped
         again = [e["label"] for e in log["timeline"] if e.get("card") == 2]
-        assert again.count("card_kami") == 2 and again.count("card_shimo") == 1, again
+        assert again.count("card_kami") == 3 and again.count("card_shimo") == 1, again
+        check_sheet(browser, console, server, log)
         assert not errors, errors
     finally:
         httpx2.post(f"{server.base}/api/channels/pink/match/abort", headers=server.op, timeout=10)
+
+
+def check_sheet(browser: Browser, console: Page, server: Server, log: dict[str, Any]) -> None:
+    """Issue 20 item 11: the printable class result sheet, opened from the console's history:
+    the cards read in order with their poems and what happened (skipped, read again, who
+    stopped it), a blank row per mat for the pupils' results, A4 when printed; a wrong number
+    of rows and a sheet opened without the console are said in Japanese."""
+    link = console.locator("#history li.current a.sheet-link")
+    expect(link).to_be_visible(timeout=10_000)
+    with console.context.expect_page() as info:
+        link.click()
+    sheet = info.value
+    expect(sheet.locator("#cards tbody tr")).to_have_count(2, timeout=10_000)
+    read = [e["poem"] for e in log["timeline"] if e.get("label") == "card_kami"]
+    poems = list(dict.fromkeys(read))
+    rows = sheet.locator("#cards tbody tr")
+    assert [int(x) for x in rows.evaluate_all("rs => rs.map(r => r.dataset.poem)")] == poems
+    marks = [rows.nth(i).locator("td.marks").inner_text() for i in range(2)]
+    assert marks[0] == "飛ばした", marks
+    assert "飛ばした" in marks[1] and "もう一度読んだ（1 回）" in marks[1], marks
+    assert "止め：先生" in marks[1], marks
+    expect(sheet.locator("#meta dd[data-k=sheet_read]")).to_have_text("2 枚（予定 2 枚）")
+    expect(sheet.locator("#meta dd[data-k=sheet_holds]")).to_have_text("1")
+    expect(sheet.locator("#meta dd[data-k=sheet_colours]")).to_have_text("桃")
+    expect(sheet.locator("#results tbody tr")).to_have_count(20)
+    # a row count out of range: said in Japanese, the nearest one used, nothing else lost
+    sheet.fill("#mats", "0")
+    sheet.dispatch_event("#mats", "change")
+    expect(sheet.locator("#sheet-note")).to_contain_text("1〜60 の数を入れてください")
+    expect(sheet.locator("#results tbody tr")).to_have_count(1)
+    sheet.fill("#mats", "12")
+    sheet.dispatch_event("#mats", "change")
+    expect(sheet.locator("#sheet-note")).to_be_hidden()
+    expect(sheet.locator("#results tbody tr")).to_have_count(12)
+    expect(sheet.locator("#cards tbody tr")).to_have_count(2)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    sheet.screenshot(path=str(SHOTS / "class-result-sheet.png"), full_page=True)
+    # on paper: the bar and its buttons are not printed; one A4 page for 12 mats and 2 cards
+    sheet.emulate_media(media="print")
+    expect(sheet.locator("#print")).to_be_hidden()
+    pdf = sheet.pdf(format="A4", print_background=True)
+    pages = re.findall(rb"/Type\s*/Page(?![s\w])", pdf)
+    assert pdf.startswith(b"%PDF") and len(pages) == 1, (pdf[:100], len(pages))
+    sheet.close()
+    # opened without the console (no operator token kept in this browser): said how to open it
+    other = browser.new_context(locale="ja-JP")
+    try:
+        page = other.new_page()
+        page.goto(f"{server.base}/sheet/pink")
+        expect(page.locator("#sheet-error")).to_contain_text("コンソールから開いてください")
+    finally:
+        other.close()
 
 
 def pink_until(server: Server, ok: Any, timeout_s: float = 20) -> dict[str, Any]:

@@ -300,8 +300,13 @@
       const b = Y.el("button", { type: "button", class: "btn small" }, "CSV");
       b.addEventListener("click", () => download(`/matches/${encodeURIComponent(r.id)}/log?format=csv`,
         `${ch}-${r.id}.csv`));
+      // the class result sheet, printable, in a tab of its own (it reads the token kept here)
+      const sheet = Y.el("a", { class: "btn small sheet-link", target: "_blank", rel: "noopener",
+        href: `/sheet/${encodeURIComponent(ch)}?match=${encodeURIComponent(r.id)}`,
+        "aria-label": t("print_sheet_aria") }, t("print_sheet"));
       return Y.el("li", { dataset: { id: r.id }, class: r.current ? "current" : "" },
-        Y.el("span", { class: "when" }, time), Y.el("span", { class: "what" }, what), b);
+        Y.el("span", { class: "when" }, time), Y.el("span", { class: "what" }, what), b,
+        r.error ? "" : sheet);
     }));
   }
 
