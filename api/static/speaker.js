@@ -17,9 +17,15 @@
    offset)), or, if that is past (a page that joins late, reloads or reconnects), at once from
    the sample that is due, faded in. Every 100 ms each clip still sounding is checked against
    the latest estimates; one that is more than 3 ms off twice in a row is crossfaded to a
-   corrected copy (one not started yet is simply moved). A schedule without a clip this page plays, after a stop, fades it out
-   (from the stop's time, or now if that is past). A lost connection fades everything out and
-   says so; reconnecting, the page gets the schedule again and catches up.
+   corrected copy (one not started yet is simply moved). A schedule without a clip this page
+   plays, after a stop, fades it out (from the stop's time, or now if that is past). A lost
+   connection fades everything out and says so; reconnecting, the page gets the schedule again
+   and catches up.
+
+   A stop does not wait for this page's main thread: the WebSocket is held by a worker
+   (speaker-socket.js) that closes a gate on the audio thread (speaker-gate.js, an AudioWorklet
+   after everything the page plays) the moment a schedule's stop counter moves; the main thread
+   then fades the clips out as above and opens the gate once they are silent.
 */
 "use strict";
 
@@ -450,8 +456,12 @@
     fadeS = Math.max(0.001, (msg.fade_ms || 2) / 1000);
     if (msg.volume_db !== volumeDb) setVolume(msg.volume_db);
     fadedUntil = 0;
-    apply();
-    if (ctx) openGate(conn.ws && conn.ws.gate, Math.max(fadedUntil, ctx.currentTime));
+    try {
+      apply();
+    } finally {
+      // whatever apply() did, the gate the worker closed for this message opens again
+      if (ctx) openGate(conn.ws && conn.ws.gate, Math.max(fadedUntil, ctx.currentTime));
+    }
     render();
   }
 
@@ -466,8 +476,8 @@
       stats.stops += 1;
       let faded = 0;
       for (const [id, p] of playing) if (!listed.has(id)) { fadeOut(p, msg.stop_s); faded += 1; }
-      // how long after the stop this page acted on it (the timeline's time now minus the
-      // stop's), kept for the console's report and the bench
+      // how long after the stop this page (and its worker, closing the gate) acted on it: the
+      // timeline's time then minus the stop's, kept for the bench (bench/speaker_sync.py)
       if (typeof msg.stop_s === "number") {
         const closed = conn.ws && conn.ws.closedAt;
         stats.stopLags.push({ lag_ms: (server.timeline(performance.now()) - msg.stop_s) * 1000,
@@ -664,7 +674,8 @@
     stats() {
       if (gate) gate.port.postMessage({ type: "stats" });
       return {
-        ...stats, log: stats.log.slice(), stopLags: stats.stopLags.slice(), playing: playing.size, rtt: server.rtt,
+        ...stats, log: stats.log.slice(), stopLags: stats.stopLags.slice(),
+        playing: playing.size, rtt: server.rtt,
         drift: server.drift, offset: server.offset, probes: server.samples.length,
         latency: output ? output.latency() : null, jumps: output ? output.jumps.slice() : [],
         timeOrigin: performance.timeOrigin,
