@@ -30,6 +30,7 @@
 
   /** The number of mats asked for (?mats=), kept within 1-60; a value outside is said. */
   function matsFrom(raw) {
+    matsNote = null;
     if (raw === null || raw === "") return MATS_DEFAULT;
     const n = Number(raw);
     if (!Number.isInteger(n) || n < MATS_MIN || n > MATS_MAX) {
@@ -37,7 +38,6 @@
       return Number.isFinite(n) ? Math.min(MATS_MAX, Math.max(MATS_MIN, Math.round(n)))
         : MATS_DEFAULT;
     }
-    matsNote = null;
     return n;
   }
   let mats = matsFrom(params.get("mats"));
@@ -149,7 +149,7 @@
     if (!log || !poems) {
       ui.meta.replaceChildren();
       ui.cards.replaceChildren();
-      ui.cardsEmpty.hidden = !!failure;
+      ui.cardsEmpty.hidden = true; // loading, or said in the error above
       return;
     }
     const deck = (log.header && log.header.deck) || {};
