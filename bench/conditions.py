@@ -22,6 +22,8 @@ from pathlib import Path
 
 import psutil
 
+from bench.stalls import Stalls
+
 POLICIES = {os.SCHED_OTHER: "SCHED_OTHER", os.SCHED_FIFO: "SCHED_FIFO",
             os.SCHED_RR: "SCHED_RR", getattr(os, "SCHED_BATCH", 3): "SCHED_BATCH",
             getattr(os, "SCHED_IDLE", 5): "SCHED_IDLE"}
@@ -149,6 +151,23 @@ def report(before: Machine, server_pid: int | None, blocksize: int, rate: int = 
     for p in problems:
         print(f"  NOT MET: {p}")
     return problems
+
+
+def during(stalls: Stalls, blocksize: int, rate: int = 48000) -> list[str]:
+    """What the machine did while the bench ran (`bench.stalls`): a stall of every CPU longer
+    than one block can empty the output's buffer whatever runs on it, so a run with one is not
+    a reference figure (its holes are printed beside the stalls that explain them)."""
+    block_s = blocksize / rate
+    if not stalls.realtime:
+        return ["the stall probe could not run real-time: whether the machine stopped during "
+                "the run is unknown (run as root or give the user rtprio)"]
+    n = stalls.count(block_s)
+    if n:
+        return [f"the machine itself stopped {n} times during the run for longer than a block "
+                f"({block_s * 1000:.1f} ms; longest {stalls.longest_ms():.1f} ms): every CPU at "
+                "once, a SCHED_FIFO 99 probe on each late, i.e. a virtual machine's host took "
+                "its CPUs; nothing on the machine can sound through that"]
+    return []
 
 
 def verdict(problems: list[str], anyway: bool) -> bool:

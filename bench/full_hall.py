@@ -44,6 +44,7 @@ from audio.output.filesink import to_int16
 from audio.voices.factory import make_voice
 from bench import conditions
 from bench.hallload import burners, pages, viewers
+from bench.stalls import StallProbe
 from reader.journal import read_journal, replay
 from tests.audio_capture import Capture, OwnNullSink, Recorder
 from tests.serverproc import Server
@@ -189,7 +190,8 @@ def analyse(cap: Capture, log: dict[str, Any], cache: Path) -> dict[str, Any]:
         for s, t in zip(edges[::2], edges[1::2], strict=True):
             if t - s > HOLE:
                 holes.append({"clip": e["clip"], "at_s": (e["start_frame"] + s) / RATE,
-                              "ms": (t - s) * 1000 / RATE})
+                              "ms": (t - s) * 1000 / RATE,
+                              "heard": cap.t_arrival(start + int(s))})
     return {"segments": len(speech), "exact": exact, "unaligned": unfound, "holes": holes}
 
 
@@ -276,7 +278,8 @@ def main() -> None:
         problems = conditions.report(before, server.proc.pid, a.blocksize,
                                      need_worker=not a.in_process)
         try:
-            with Recorder(Path(tmp) / "cap.wav", source=sink.monitor) as rec:
+            with StallProbe() as probe, \
+                    Recorder(Path(tmp) / "cap.wav", source=sink.monitor) as rec:
                 measuring_instrument(rec.proc.pid)
                 r = asyncio.run(run(server, a, rng))
         finally:
@@ -288,6 +291,8 @@ def main() -> None:
         log_text = server.log()
         if a.server_log:
             a.server_log.write_text(log_text, "utf-8")
+    stalls = probe.result()
+    problems += conditions.during(stalls, a.blocksize)
     if not conditions.verdict(problems, a.anyway):
         sys.exit(2)
     main_h = r["health"]["channels"]["main"]
@@ -305,6 +310,11 @@ def main() -> None:
     print(f"  speech segments {res['segments']}: bit-exact {res['exact']}, unaligned "
           f"{res['unaligned']}; holes inside speech (> 2 ms of zeros): {len(res['holes'])} "
           f"{[round(h['ms'], 1) for h in res['holes']][:10]}")
+    print(f"  {stalls.summary()}")
+    own = [h for h in res["holes"] if stalls.covering(h["heard"]) is None]
+    print(f"  holes while the machine itself was stopped: {len(res['holes']) - len(own)}; "
+          f"holes with every CPU running (yomite's or the sound server's own): {len(own)} "
+          f"{[round(h['ms'], 1) for h in own][:10]}")
     print(f"  underruns {out['underruns']} (PortAudio {out['underflows']}, ALSA {out['xruns']}; "
           f"ALSA lines printed by the server: {alsa_lines}); late clips {out['late_clips']} "
           f"({out['late_frames']} frames); faults {out['faults']}; @audio pauses "
