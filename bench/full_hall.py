@@ -313,7 +313,7 @@ def main() -> None:
     print(f"  {stalls.summary()}")
     own = [h for h in res["holes"] if stalls.covering(h["heard"]) is None]
     print(f"  holes while the machine itself was stopped: {len(res['holes']) - len(own)}; "
-          f"holes with every CPU running (yomite's or the sound server's own): {len(own)} "
+          f"holes outside one (one CPU late, or none seen): {len(own)} "
           f"{[round(h['ms'], 1) for h in own][:10]}")
     print(f"  underruns {out['underruns']} (PortAudio {out['underflows']}, ALSA {out['xruns']}; "
           f"ALSA lines printed by the server: {alsa_lines}); late clips {out['late_clips']} "

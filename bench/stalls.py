@@ -3,11 +3,11 @@
 One probe process per CPU, pinned to it and on `SCHED_FIFO` 99 (above everything a bench runs:
 the sound server, yomite's audio process, the instruments), sleeps 1 ms at a time and notes
 every wake-up that came late. On such a thread nothing in the machine can delay a wake-up by
-milliseconds but the kernel with interrupts off or a hypervisor that does not run the virtual
-CPU; when *every* CPU's probe is late over the same stretch, the machine as a whole stopped
-(a virtual machine's host took all its CPUs). No program on the machine can sound through
-that: the sound server's clock goes on, so when the CPUs come back the output has nothing
-for the time they were away, and the capture has a hole.
+milliseconds but the kernel (interrupts off, a section it cannot be preempted in) or a
+hypervisor that does not run the virtual CPU; when *every* CPU's probe is late over the same
+stretch, the machine as a whole stopped (a virtual machine's host took all its CPUs). No
+program on the machine can sound through that: the sound server's clock goes on, so when the
+CPUs come back the output has nothing for the time they were away, and the capture has a hole.
 
     with StallProbe() as probe:
         ... the bench ...
