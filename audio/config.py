@@ -41,7 +41,12 @@ class AudioConfig(Frozen):
     output: Literal["device", "null"] = "device"
     device: str | int | None = None
     blocksize: int = Field(256, ge=32, le=8192)
-    latency: Literal["low", "high"] | float = "low"
+    # seconds of audio queued ahead in the output (or PortAudio's "low"/"high"): deep enough to
+    # ride out a machine that stops for tens of ms (docs/reliability.md); a stop drops it
+    latency: Literal["low", "high"] | float = 0.06
+    # a stop throws away the queued audio at once (abort and restart the stream) instead of
+    # fading out behind it: silence within ~17 ms whatever the latency (audio/output/device.py)
+    flush_on_stop: bool = True
     fade_ms: float = Field(2.0, ge=0, le=100)
     schedule_lead_ms: float = Field(30.0, ge=0, le=1000)
     process: bool = True

@@ -153,20 +153,20 @@ def report(before: Machine, server_pid: int | None, blocksize: int, rate: int = 
     return problems
 
 
-def during(stalls: Stalls, blocksize: int, rate: int = 48000) -> list[str]:
+def during(stalls: Stalls, buffer_s: float) -> list[str]:
     """What the machine did while the bench ran (`bench.stalls`): a stall of every CPU longer
-    than one block can empty the output's buffer whatever runs on it, so a run with one is not
-    a reference figure (its holes are printed beside the stalls that explain them)."""
-    block_s = blocksize / rate
+    than the output's buffer (`buffer_s`, the audio queued ahead of the speakers) empties it
+    whatever runs on the machine, so a run with one is not a reference figure (its holes are
+    printed beside the stalls that explain them)."""
     if not stalls.realtime:
         return ["the stall probe could not run real-time: whether the machine stopped during "
                 "the run is unknown (run as root or give the user rtprio)"]
-    n = stalls.count(block_s)
+    n = stalls.count(buffer_s)
     if n:
-        return [f"the machine itself stopped {n} times during the run for longer than a block "
-                f"({block_s * 1000:.1f} ms; longest {stalls.longest_ms():.1f} ms): every CPU at "
-                "once, a SCHED_FIFO 99 probe on each late, i.e. a virtual machine's host took "
-                "its CPUs; nothing on the machine can sound through that"]
+        return [f"the machine itself stopped {n} times during the run for longer than the "
+                f"output's buffer ({buffer_s * 1000:.1f} ms; longest {stalls.longest_ms():.1f} "
+                "ms): every CPU at once, a SCHED_FIFO 99 probe on each late, i.e. a virtual "
+                "machine's host took its CPUs; no buffer that short can sound through that"]
     return []
 
 

@@ -239,6 +239,16 @@ def measuring_instrument(pid: int) -> None:
             instrument_priority(p)
 
 
+def buffer_s(latency: str | None, blocksize: int, rate: int = 48000) -> float:
+    """The audio queued ahead of the speakers: the configured latency (0.06 by default);
+    PortAudio's "low" / "high" on ALSA are about two / four blocks."""
+    if latency is None:
+        return 0.06
+    if latency in ("low", "high"):
+        return (2 if latency == "low" else 4) * blocksize / rate
+    return float(latency)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cards", type=int, default=17)
@@ -252,6 +262,10 @@ def main() -> None:
                     help="server.realtime_priority (0: the event loop at nice -10 only)")
     ap.add_argument("--server-log", type=Path, help="keep the server's log here")
     ap.add_argument("--blocksize", type=int, default=256, help="audio.blocksize (frames)")
+    ap.add_argument("--latency", help="audio.latency: low, high or seconds of output buffer "
+                    "(default: the configuration's, 0.06)")
+    ap.add_argument("--no-flush", action="store_true",
+                    help="audio.flush_on_stop: false (a hold fades out behind the buffer)")
     ap.add_argument("--anyway", action="store_true",
                     help="print the figures even where the conditions are not met (marked)")
     ap.add_argument("--referee", help=argparse.SUPPRESS)
@@ -269,7 +283,9 @@ def main() -> None:
                       "resume": {"lead_in_s": 0.5}},
             "voice": {"engine": "openjtalk", "cache_dir": str(cache)},
             "audio": {"output": "device", "device": "pulse", "process": not a.in_process,
-                      "blocksize": a.blocksize},
+                      "blocksize": a.blocksize, "flush_on_stop": not a.no_flush,
+                      **({} if a.latency is None else {"latency": a.latency if a.latency in
+                                                       ("low", "high") else float(a.latency)})},
             "server": {"channels": [{"name": "main"}, {"name": "second"}],
                        "realtime_priority": a.loop_priority,
                        "client_queue": 256},
@@ -292,7 +308,7 @@ def main() -> None:
         if a.server_log:
             a.server_log.write_text(log_text, "utf-8")
     stalls = probe.result()
-    problems += conditions.during(stalls, a.blocksize)
+    problems += conditions.during(stalls, buffer_s(a.latency, a.blocksize))
     if not conditions.verdict(problems, a.anyway):
         sys.exit(2)
     main_h = r["health"]["channels"]["main"]

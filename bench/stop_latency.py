@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import os
 import random
 import sys
@@ -48,7 +49,8 @@ def pct(v: list[float], q: float) -> float:
 
 
 async def run_blocksize(bs: int, latency: str | float, stops: int, fade_ms: float,
-                        rng: random.Random, outdir: str) -> dict[str, float]:
+                        rng: random.Random, outdir: str, flush: bool = False
+                        ) -> dict[str, float]:
     loop = asyncio.get_running_loop()
     events: asyncio.Queue[SinkEvent] = asyncio.Queue()
     clip = tone(RATE * 2)
@@ -56,7 +58,7 @@ async def run_blocksize(bs: int, latency: str | float, stops: int, fade_ms: floa
     with OwnNullSink() as own, Recorder(os.path.join(outdir, f"stop_bs{bs}.wav"),
                                         own.monitor) as rec:
         sink = DeviceSink(os.environ.get("YOMITE_TEST_DEVICE", "pulse"), RATE, blocksize=bs,
-                          latency=latency, fade_ms=fade_ms)
+                          latency=latency, fade_ms=fade_ms, flush_on_stop=flush)
         sink.set_listener(events.put_nowait, loop)
         try:
             await asyncio.sleep(0.1)
@@ -77,7 +79,8 @@ async def run_blocksize(bs: int, latency: str | float, stops: int, fade_ms: floa
     assert cap is not None
     segs = cap.segments(threshold=0.0, merge=240)  # silence in the null sink is exactly 0
     if len(segs) != stops:
-        raise SystemExit(f"bs {bs}: found {len(segs)} tones in the capture, expected {stops}")
+        raise SystemExit(f"bs {bs}: found {len(segs)} tones in the capture, expected {stops}: "
+                         f"{[(s, e - s) for s, e in segs]}")
     offset = segs[0][0] - plan[0][0]  # capture index of output frame 0
     lower, upper, react, frame_err, start_err = [], [], [], [], []
     fade = round(fade_ms * RATE / 1000)
@@ -96,8 +99,9 @@ async def run_blocksize(bs: int, latency: str | float, stops: int, fade_ms: floa
         "up99": pct(upper, 99), "upmax": max(upper),
         "react50": pct(react, 50), "react99": pct(react, 99),
         "ferr_min": min(frame_err), "ferr_max": max(frame_err),
-        "start_err_max": max(abs(x) for x in start_err),
-        "underflows": sink.stats().underflows, "jitter_ms": cap.jitter_ms,
+        # how far each tone lands from where the one before says it should (a flush's pad)
+        "steps": [int(b - a) for a, b in itertools.pairwise(start_err)],
+        "underflows": sink.stats().underflows, "flushes": sink.flushes, "jitter_ms": cap.jitter_ms,
     }
 
 
@@ -108,6 +112,8 @@ async def main() -> None:
     ap.add_argument("--fade-ms", type=float, default=5.0)
     ap.add_argument("--latency", default="low", help="low | high | seconds")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--flush", action="store_true",
+                    help="flush_on_stop: a stop drops the queued audio (abort and start)")
     a = ap.parse_args()
     if not os.environ.get("PULSE_SERVER"):
         raise SystemExit("PULSE_SERVER is not set: run `scripts/audio-harness.sh start && "
@@ -117,19 +123,22 @@ async def main() -> None:
     with contextlib.suppress(ValueError):
         latency = float(a.latency)
     print(f"# stop() -> silence in the capture, {a.stops} stops per block size, fade "
-          f"{a.fade_ms} ms, latency={latency!r}; ms unless marked; [lower, upper] = capture "
-          "bracket; fade-start = upper edge at the fade's first frame")
+          f"{a.fade_ms} ms, latency={latency!r}{', flush on stop' if a.flush else ''}; ms unless "
+          "marked; [lower, upper] = capture bracket; fade-start = upper edge at the fade's "
+          "first frame")
     print("  bs  block  stream.lat  floor(block+lat+fade) |  p50 [lo, up]     p99 [lo, up]"
-          "      max up | fade-start p50 p99 | silent-frame err (frames) | underflows")
+          "      max up | fade-start p50 p99 | silent-frame err (frames) | underflows | "
+          "flushes | tone placement change per stop (frames)")
     with tempfile.TemporaryDirectory(prefix="yomite-bench-") as outdir:
         for bs in (int(b) for b in a.blocksizes.split(",")):
-            r = await run_blocksize(bs, latency, a.stops, a.fade_ms, rng, outdir)
+            r = await run_blocksize(bs, latency, a.stops, a.fade_ms, rng, outdir, a.flush)
             print(f"{r['bs']:4d}  {r['block_ms']:5.2f}  {r['latency_ms']:9.2f}  "
                   f"{r['floor_ms']:20.2f} | [{r['lo50']:5.1f}, {r['up50']:5.1f}]  "
                   f"[{r['lo99']:5.1f}, {r['up99']:5.1f}]  {r['upmax']:7.1f} | "
                   f"{r['react50']:8.1f} {r['react99']:5.1f} | "
                   f"{r['ferr_min']:+4.0f} .. {r['ferr_max']:+4.0f}                | "
-                  f"{r['underflows']}", flush=True)
+                  f"{r['underflows']} | {r['flushes']} | {min(r['steps'])} .. "
+                  f"{max(r['steps'])}", flush=True)
 
 
 if __name__ == "__main__":

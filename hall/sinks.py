@@ -25,7 +25,8 @@ def device_sink(cfg: Config, device: str | int | None) -> tuple[Sink, str]:
         from audio.output.process import ProcessSink
 
         proc = ProcessSink(device, a.rate, blocksize=a.blocksize, latency=a.latency,
-                           fade_ms=a.fade_ms, cpu_wakeup_us=a.cpu_wakeup_us)
+                           fade_ms=a.fade_ms, cpu_wakeup_us=a.cpu_wakeup_us,
+                           flush_on_stop=a.flush_on_stop)
         rt = "real-time" if proc.realtime else "normal priority"
         wake = ("" if proc.cpu_wakeup_us is None
                 else f", CPU wake-up held at {proc.cpu_wakeup_us} µs")
@@ -35,7 +36,7 @@ def device_sink(cfg: Config, device: str | int | None) -> tuple[Sink, str]:
     from audio.output.device import DeviceSink
 
     sink = DeviceSink(device, a.rate, blocksize=a.blocksize, latency=a.latency,
-                      fade_ms=a.fade_ms)
+                      fade_ms=a.fade_ms, flush_on_stop=a.flush_on_stop)
     return sink, (f"device {name} ({sink.blocksize} frames/block, "
                   f"{sink.latency * 1000:.1f} ms stream latency)")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import gc
+import itertools
 import os
 import queue
 import random
@@ -287,6 +288,67 @@ async def test_stop_fades_then_silence_within_the_latency(device, monitor, tmp_p
         print(f"stop -> silence (upper edge) ms: {sorted(round(h, 1) for h in heard_ms)}; "
               f"bound {bound_ms:.1f}")
         assert max(heard_ms) <= bound_ms
+
+    await retrying_holes(scenario)
+
+
+@pytest.mark.audio
+async def test_a_flushing_stop_drops_the_queued_audio_and_keeps_the_clock(
+        device, monitor, tmp_path, sink_class):
+    """`flush_on_stop` with a deep buffer (LATENCY_S): each stop throws away what was queued, so
+    the clip is heard bit-exact up to a hard cut *before* the frame the stop was called at (the
+    frames already handed to the output are never heard: a fading stop would play all of them
+    and then its fade), nothing of it sounds afterwards, and the next clip sounds where the
+    clock put it (the restarted stream is padded with the silence the dropped audio would have
+    taken: without the pad every clip after a stop would come a buffer early). A machine
+    stalled for a buffer between the call and the flush could let the queued audio play out:
+    such an attempt is run again, as the holes are; without a flush every attempt fails."""
+    clip = noise(RATE * 2, 3)
+    stops = 6
+    queued = int(LATENCY_S * RATE)
+
+    async def scenario(attempt: int, dropped: list[int]) -> None:
+        events: asyncio.Queue[SinkEvent] = asyncio.Queue()
+        rng = random.Random(11 + attempt)
+        reps: list[tuple[int, int]] = []
+        with Recorder(tmp_path / f"flush{attempt}.wav", monitor) as rec:
+            sink = sink_class(device, RATE, latency=LATENCY_S, flush_on_stop=True)
+            sink.set_listener(events.put_nowait, asyncio.get_running_loop())
+            try:
+                for _ in range(stops):
+                    at = sink.position() + RATE // 20
+                    sink.play(clip, at, 0, 0)
+                    await asyncio.sleep(sink.latency + rng.uniform(0.1, 0.3))
+                    p_stop = sink.position()
+                    sink.stop(p_stop)
+                    await next_event(events, Stopped)
+                    reps.append((at, p_stop))
+                    await asyncio.sleep(0.1)
+                await asyncio.sleep(sink.latency + 0.05)
+            finally:
+                sink.close()
+        cap = rec.capture
+        assert cap is not None
+        segs = cap.segments(threshold=0.0, merge=1)
+        assert len(segs) == stops, [(s, e - s) for s, e in segs]
+        early: list[int] = []
+        for k, ((s, e), (at, p_stop)) in enumerate(zip(segs, reps, strict=True)):
+            heard = e - s
+            if not np.array_equal(cap.raw[s:e], to_int16(clip[:heard])):
+                dropped[0] = 1  # a hole (or a fade): nothing this test can tell apart
+                raise AssertionError(f"clip {k} is not its first {heard} frames, bit-exact")
+            cut = at + heard  # the first frame not heard, on the sink's clock
+            if cut >= p_stop:
+                dropped[0] = 1  # a flush a buffer late, or none: again (see the docstring)
+                raise AssertionError(f"clip {k} sounded to frame {cut}, past the stop's "
+                                     f"{p_stop}: the queued audio was played, not dropped")
+            early.append(p_stop - cut)
+        starts = [s - at for (s, _), (at, _) in zip(segs, reps, strict=True)]
+        steps = [b - a for a, b in itertools.pairwise(starts)]
+        print(f"flush: cut before the stop's frame by {early} frames (queued: {queued}); clip "
+              f"placement change across each flush {steps} frames")
+        assert all(abs(d) <= 4 * BLOCK for d in steps), (
+            f"the clock moved against the sound by {steps} frames across the flushes")
 
     await retrying_holes(scenario)
 

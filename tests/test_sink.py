@@ -165,3 +165,27 @@ def test_events_are_frozen_values():
     assert ClipDone(1, 2) == ClipDone(1, 2)
     assert hash(Stopped(3)) == hash(Stopped(3))
     assert DeviceFault("gone").reason == "gone"
+
+
+def test_a_flush_ends_the_cut_clips_at_once_and_keeps_a_later_stop():
+    """After the output dropped its queued audio (DeviceSink's flush), a clip already cut ends
+    at `pos` without its fade (the fade was in what was dropped) and its stop reports silence
+    there; a clip sent after the stop plays, and a stop planned further ahead still fades."""
+    events: list[object] = []
+    m = Mixer(RATE, fade_ms=5.0, emit=events.append)
+    one = np.full(RATE, 0.5, dtype=np.float32)
+    m.play(one, 0, 0, 1)
+    out = np.zeros(256, dtype=np.float32)
+    m.render(out)
+    m.stop(256)  # clip 1's fade would sound from frame 256
+    m.play(one, 256, 0, 2)  # sent after the stop (a verse read again)
+    m.drop_queued()
+    assert events == [Stopped(256)]
+    m.render(out)
+    assert np.all(out == 0.5)  # clip 2 alone: clip 1 is gone, not fading under it
+    m.stop(2000)
+    m.drop_queued()  # a stop ahead of the clock: nothing ends early
+    assert events == [Stopped(256)]
+    while m.pos < 2000 + m.fade:
+        m.render(out)
+    assert events[-1] == Stopped(2000 + m.fade) and out[-1] == 0.0

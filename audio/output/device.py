@@ -2,60 +2,9 @@
 `audio.output.portaudio` (the only module that imports it, lazily): importing this module opens
 nothing.
 
-Design (the figures are from bench/stop_latency.py and bench/gap_error.py on the PulseAudio null
-sink of scripts/audio-harness.sh, and from the harness's own measurements):
-
-- One stream for the life of the sink, started at once and never stopped between clips: on the
-  ALSA/PulseAudio path nothing drains, so stopping a stream drops its queued tail, and a new
-  stream needs time before its first sample is heard. Clips are placed in the stream at exact
-  frames by the shared `Mixer`, so gaps are sample-exact however late Python wakes up.
-- The callback is trivial: it applies queued commands to the mixer, renders one block from
-  clips already in memory, copies the first channel to the others and notes the time. No
-  locks, no logging, no I/O, no array allocation; completions go out through the listener's
-  loop (`call_soon_threadsafe`).
-- Lock-free hand-off: `play` and `stop` (event-loop thread) append an immutable tuple to a
-  `collections.deque`; the callback pops them from the other end. deque.append and
-  deque.popleft are single C-level operations, atomic under the GIL and documented as
-  thread-safe, so neither side ever waits for the other (a lock here could make the audio thread
-  wait for a descheduled event-loop thread: an audible glitch). Only the audio thread touches
-  the mixer (single writer); the event-loop thread only reads its integer counters, and reading
-  one attribute is atomic. Capacity is fixed (`Mixer` slot lists), so nothing grows in the
-  callback.
-- Clock: `now()` is the number of frames handed to PortAudio divided by the rate, not
-  interpolated. It moves in whole blocks (5.3 ms at 256 frames), which is what makes it exact:
-  the frame the engine reads is exactly the first frame the next callback will write, so a
-  `StopAudio(now)` fades from that very frame and the cut the journal records is the cut that
-  was played; a clip sent for "now" is never late. Interpolating with time.monotonic would
-  smooth the steps but put the clock up to a block ahead of what has been written, delaying
-  stops by up to a block and making cut frames approximate, for no gain: the engine's deadlines
-  are met to the sample anyway. It never goes backwards, and stands still while the device is
-  down (the match clock pauses with the audio).
-- Stop: a flag-style cooperative stop (the next callback starts the fade) rather than
-  `abort()`: abort is faster (silent within ~5 ms) but throws away everything queued, clicks,
-  must be called off the event loop (it blocks, for 30 s if the server hangs) and leaves a
-  stream to restart before the next clip. The cooperative stop costs what is already queued:
-  `stream.latency` (2 blocks with latency='low', 10.7 ms at 256 frames) plus up to one block
-  until the next callback, plus the fade. Measured at 256 frames with a 5 ms fade, stop() to
-  silence: p50 14-18 ms, p99 20-25 ms (capture bracket); the fade starts within p99 20 ms.
-  Block size 128 with latency=0.008 gives p99 10-13 ms to silence, but with 8 ms of buffer it
-  underruns sooner when the machine is busy; a 2 ms fade gives p99 16-20 ms at 256.
-- Faults: a stream that finishes by itself (sound server killed, device unplugged), a callback
-  that raises, callbacks that stop coming (a hung server), or a long run of underflows become
-  one `DeviceFault(reason)` from a watchdog thread; the broken stream is discarded in a
-  background thread (closing a stream whose server hangs blocks for up to 30 s) and the
-  process carries on. `reopen()` opens a fresh stream; the schedule and the clock carry over.
-- Priority: the first callback notes its thread id and the watchdog moves that thread (PortAudio's
-  audio thread) to SCHED_FIFO (`realtime_priority`, below PulseAudio's own 5) if the process may
-  (root, or an rtprio limit); otherwise nothing changes. Other processes' load then delays the
-  callback far less; done from the watchdog so the callback itself makes no such system call.
-- The GIL: the callback is Python, so it needs the GIL every block. A CPU-bound Python thread
-  (rendering a voice, say) keeps it for up to `sys.getswitchinterval()` (5 ms by default) before
-  the audio thread gets a turn, which on a 10.7 ms buffer is enough to underrun: measured here,
-  one busy thread made holes in the output at block size 256. The sink therefore lowers the
-  switch interval to 1 ms (`gil_switch_interval_s`; None leaves it alone), after which the
-  output stayed bit-exact with one or two busy threads (PortAudio still flagged late
-  callbacks, which the buffer absorbed). It is a process-wide setting; it costs CPU-bound
-  threads a little throughput, which a reader that must not stutter can afford.
+Design, and the figures behind each choice (one persistent stream, a trivial callback with a
+lock-free inbox, the clock in whole blocks, the cooperative stop and the flush, faults, real-time
+priority, the GIL): docs/audio-output.md.
 """
 
 from __future__ import annotations
@@ -112,6 +61,7 @@ class DeviceSink:
         realtime_priority: int | None = 4,
         start_frame: int = 0,
         counters: Any = None,
+        flush_on_stop: bool = False,
     ) -> None:
         if blocksize <= 0:
             raise ValueError("blocksize must be fixed (> 0): the clock counts whole blocks")
@@ -151,6 +101,14 @@ class DeviceSink:
         self.channels = 0
         self.latency = 0.0  # seconds, as PortAudio reports it for the open stream
         self._wake = threading.Event()
+        self.flush_on_stop = flush_on_stop
+        self.flushes = 0  # stops carried out by a flush (abort and start)
+        self._flush_wanted = threading.Event()
+        self._flushing = False  # the flush's own abort: its stream is not finished
+        # written by the audio thread (and by the flush while that thread is stopped):
+        self._heard_next = 0.0  # PortAudio time at which the next frame will sound
+        self._pad_target: float | None = None  # after a flush: when `pos` must sound
+        self._pad_left = 0  # frames of silence still to write before the mixer's
         if gil_switch_interval_s is not None and sys.getswitchinterval() > gil_switch_interval_s:
             sys.setswitchinterval(gil_switch_interval_s)
         with self._lock:
@@ -158,6 +116,11 @@ class DeviceSink:
         self._watchdog = threading.Thread(target=self._watch, name="yomite-audio-watchdog",
                                           daemon=True)
         self._watchdog.start()
+        self._flusher: threading.Thread | None = None
+        if flush_on_stop:
+            self._flusher = threading.Thread(target=self._flush_loop, name="yomite-audio-flush",
+                                             daemon=True)
+            self._flusher.start()
 
     # ------------------------------------------------------------------ the Sink contract
     def now(self) -> float:
@@ -175,6 +138,8 @@ class DeviceSink:
         if self._closed:
             return
         self._inbox.append((_STOP, int(at_frame)))
+        if self.flush_on_stop and at_frame <= self._mixer.pos + self.blocksize:
+            self._flush_wanted.set()  # a stop for now: drop what is queued (see the flush)
 
     def set_listener(
         self, fn: Listener | None, loop: asyncio.AbstractEventLoop | None = None
@@ -209,6 +174,7 @@ class DeviceSink:
             return
         self._closed = True
         self._wake.set()
+        self._flush_wanted.set()
         with self._lock:
             reaper = self._discard()
         if reaper is not None:
@@ -221,6 +187,7 @@ class DeviceSink:
         inbox = self._inbox
         f32 = np.float32
         counters = self._counters
+        rate = self.rate
 
         def callback(buffer: Any, frames: int, time_info: Any, status: Any) -> None:
             # a raw stream: sounddevice's numpy wrapper sets `.shape` in every callback, which
@@ -245,7 +212,18 @@ class DeviceSink:
                         mixer.play(cmd[1], cmd[2], cmd[3], cmd[4])
                     else:
                         mixer.stop(cmd[1])
-                mixer.render(outdata[:, 0])
+                if self._pad_target is not None:  # the first block after a flush
+                    self._pad_left = self._pad_frames(time_info.outputBufferDacTime)
+                left = self._pad_left
+                if left:  # silence standing in for the audio the flush dropped
+                    k = min(left, frames)
+                    self._pad_left = left - k
+                    outdata[:k, 0] = 0.0
+                    mixer.render(outdata[k:, 0])
+                else:
+                    mixer.render(outdata[:, 0])
+                # when the frame after this block will sound (PortAudio's clock; 0: unknown)
+                self._heard_next = time_info.outputBufferDacTime + frames / rate
                 for c in range(1, outdata.shape[1]):
                     outdata[:, c] = outdata[:, 0]
                 self._last_cb = time.monotonic()
@@ -326,8 +304,66 @@ class DeviceSink:
         except Exception:  # the stream is being thrown away; nothing useful to do
             pass
 
+    # ------------------------------------------------------------------ the flush
+    def _flush_loop(self) -> None:
+        prio = self.realtime_priority  # as prompt as the audio thread, where allowed
+        if prio is not None and hasattr(os, "sched_setscheduler"):
+            with contextlib.suppress(OSError):
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(prio))
+        while True:
+            self._flush_wanted.wait()
+            self._flush_wanted.clear()
+            if self._closed:
+                return
+            with self._lock:
+                self._flush()
+
+    def _flush(self) -> None:
+        """Drop the audio queued in the stream and the sound server (lock held): abort, apply
+        the stop to the mixer while no callback runs, start again. A stream that will not
+        start is a fault, reported by the watchdog like any other."""
+        stream = self._stream
+        if stream is None or self._faulted or self._cb_error is not None:
+            return
+        self._flushing = True
+        try:
+            stream.abort()  # returns once PortAudio's audio thread has ended
+            inbox, mixer = self._inbox, self._mixer  # the audio thread's, while it is gone
+            while inbox:
+                cmd = inbox.popleft()
+                if cmd[0] == _PLAY:
+                    mixer.play(cmd[1], cmd[2], cmd[3], cmd[4])
+                else:
+                    mixer.stop(cmd[1])
+            mixer.drop_queued()
+            # the restarted stream sounds its first frame sooner than the dropped audio would
+            # have ended: the first callback pads the difference with silence (not counted by
+            # the clock), so every frame after the flush sounds when it would have
+            self._pad_target = self._heard_next
+            self._pad_left = 0
+            self._last_cb = time.monotonic()
+            stream.start()
+            self.flushes += 1
+        except Exception as e:  # PortAudioError: the stream is broken
+            self._cb_error = f"the output could not start again after a stop ({e})"
+            self._wake.set()
+        finally:
+            self._flushing = False
+
+    def _pad_frames(self, dac: float) -> int:
+        """Audio thread, first block after a flush: the frames of silence that put the frame
+        the flush stopped at where it would have sounded (`dac`: when this block sounds)."""
+        target, self._pad_target = self._pad_target, None
+        if target and dac:
+            pad = round((target - dac) * self.rate)
+            if 0 <= pad <= 2 * self.rate:
+                return pad
+        return round(self.latency * self.rate)  # no timing from PortAudio: one buffer
+
     def _on_finished(self, gen: int) -> None:
         # PortAudio's thread, after the stream became inactive: ours, or by itself
+        if self._flushing:
+            return  # the flush's abort; it starts the stream again
         self._finished_gen = gen
         self._wake.set()
 

@@ -115,6 +115,24 @@ class Mixer:
         # else: a full list of pending stops means a caller stops in a loop; the next fade
         # reports the same silence
 
+    def drop_queued(self) -> None:
+        """The output threw away the audio it had queued (a flush: `DeviceSink`), so the fades
+        of the stops already applied were never heard and must not sound now: every clip whose
+        cut has come ends at `pos`, and the stops waiting for those fades report silence
+        there. A stop still in the future is kept."""
+        if self._used:
+            for i in range(self.capacity):
+                if self._pcm[i] is not None and self._cut[i] <= self.pos:
+                    self._free(i)
+        j = 0
+        while j < self._nstops:
+            if self._stops[j] <= self.pos + self.fade:
+                self.emit(Stopped(self.pos))
+                self._nstops -= 1
+                self._stops[j] = self._stops[self._nstops]
+            else:
+                j += 1
+
     # ------------------------------------------------------------------ rendering
     def render(self, out: Pcm) -> None:
         """Write the next `len(out)` frames into `out` (mono float32, may be a strided view)

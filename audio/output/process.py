@@ -89,6 +89,7 @@ class ProcessSink:
         cpu_wakeup_us: int | None = None,
         pcm_cache_bytes: int = 64 << 20,
         open_timeout_s: float = 20.0,
+        flush_on_stop: bool = False,
     ) -> None:
         if blocksize <= 0:
             raise ValueError("blocksize must be fixed (> 0): the clock counts whole blocks")
@@ -106,7 +107,7 @@ class ProcessSink:
             "fade_ms": fade_ms, "channels": channels, "capacity": capacity,
             "stall_timeout_s": stall_timeout_s, "start_grace_s": start_grace_s,
             "underflow_limit": underflow_limit, "realtime_priority": realtime_priority,
-            "cpu_wakeup_us": cpu_wakeup_us,
+            "cpu_wakeup_us": cpu_wakeup_us, "flush_on_stop": flush_on_stop,
             # the worker's interpreter runs nothing else: no need to shorten its GIL slices
             "gil_switch_interval_s": None,
         }
