@@ -183,6 +183,13 @@ def analyse(cap: Capture, log: dict[str, Any], cache: Path) -> dict[str, Any]:
         offset = start - e["start_frame"]
         n = len(p16) - (96 if e.get("cut") else 0)  # a cut piece ends in its fade
         w = raw[start : start + n]
+        if e.get("cut"):
+            # a flushed stop drops what was queued: the piece is heard up to a hard cut before
+            # its cut frame, then silence (audio.flush_on_stop); a hole is silence with speech
+            # after it, so the trailing silence is not one
+            heard = np.flatnonzero(w)
+            w = w[: int(heard[-1]) + 1] if heard.size else w[:0]
+            n = len(w)
         if np.array_equal(w, p16[: len(w)]) and len(w) == n:
             exact += 1
         mask = np.concatenate([[False], (w == 0) & (p16[: len(w)] != 0), [False]])
