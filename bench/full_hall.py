@@ -300,6 +300,9 @@ def main() -> None:
         assert server.proc is not None
         problems = conditions.report(before, server.proc.pid, a.blocksize,
                                      need_worker=not a.in_process)
+        hold = "fades out behind it" if a.no_flush else "flushes it"
+        print(f"  output buffer {buffer_s(a.latency, a.blocksize) * 1000:.0f} ms (audio.latency "
+              f"{a.latency or 'default'}); a hold {hold}")
         try:
             with StallProbe() as probe, \
                     Recorder(Path(tmp) / "cap.wav", source=sink.monitor) as rec:
