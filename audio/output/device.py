@@ -116,11 +116,9 @@ class DeviceSink:
         self._watchdog = threading.Thread(target=self._watch, name="yomite-audio-watchdog",
                                           daemon=True)
         self._watchdog.start()
-        self._flusher: threading.Thread | None = None
         if flush_on_stop:
-            self._flusher = threading.Thread(target=self._flush_loop, name="yomite-audio-flush",
-                                             daemon=True)
-            self._flusher.start()
+            threading.Thread(target=self._flush_loop, name="yomite-audio-flush",
+                             daemon=True).start()
 
     # ------------------------------------------------------------------ the Sink contract
     def now(self) -> float:
@@ -213,7 +211,11 @@ class DeviceSink:
                     else:
                         mixer.stop(cmd[1])
                 if self._pad_target is not None:  # the first block after a flush
-                    self._pad_left = self._pad_frames(time_info.outputBufferDacTime)
+                    pad = self._pad_frames(time_info.outputBufferDacTime)
+                    if pad < 0:  # restarted after the dropped audio's end: skip what is due
+                        mixer.advance(-pad)
+                        pad = 0
+                    self._pad_left = pad
                 left = self._pad_left
                 if left:  # silence standing in for the audio the flush dropped
                     k = min(left, frames)
@@ -336,10 +338,7 @@ class DeviceSink:
                 else:
                     mixer.stop(cmd[1])
             mixer.drop_queued()
-            # the restarted stream sounds its first frame sooner than the dropped audio would
-            # have ended: the first callback pads the difference with silence (not counted by
-            # the clock), so every frame after the flush sounds when it would have
-            self._pad_target = self._heard_next
+            self._pad_target = self._heard_next  # where `pos` must sound: see _pad_frames
             self._pad_left = 0
             self._last_cb = time.monotonic()
             stream.start()
@@ -351,12 +350,15 @@ class DeviceSink:
             self._flushing = False
 
     def _pad_frames(self, dac: float) -> int:
-        """Audio thread, first block after a flush: the frames of silence that put the frame
-        the flush stopped at where it would have sounded (`dac`: when this block sounds)."""
+        """Audio thread, first block after a flush: the frames of silence (not counted by the
+        clock) that put the frame the flush stopped at where it would have sounded (`dac`: when
+        this block sounds); a restarted stream sounds at once, about a buffer early. Negative
+        when it came back later than that (a busy machine): those frames are skipped, silent.
+        Either way every frame after a flush sounds when it would have."""
         target, self._pad_target = self._pad_target, None
         if target and dac:
             pad = round((target - dac) * self.rate)
-            if 0 <= pad <= 2 * self.rate:
+            if abs(pad) <= 2 * self.rate:
                 return pad
         return round(self.latency * self.rate)  # no timing from PortAudio: one buffer
 
