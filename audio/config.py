@@ -45,7 +45,7 @@ class AudioConfig(Frozen):
     # ride out a machine that stops for tens of ms (docs/reliability.md); a stop drops it
     latency: Literal["low", "high"] | float = 0.06
     # a stop throws away the queued audio at once (abort and restart the stream) instead of
-    # fading out behind it: silence within ~17 ms whatever the latency (audio/output/device.py)
+    # fading out behind it: silence in p99 8.3 ms whatever the latency (docs/audio-output.md)
     flush_on_stop: bool = True
     fade_ms: float = Field(2.0, ge=0, le=100)
     schedule_lead_ms: float = Field(30.0, ge=0, le=1000)

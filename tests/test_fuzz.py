@@ -86,6 +86,8 @@ def test_no_server_errors(case, server):
     calls["n"] += 1
     calls["by_status"][response.status_code] = calls["by_status"].get(response.status_code, 0) + 1
     assert response.status_code < 500, (case.method, case.formatted_path, response.text)
+    if response.status_code == 400 and response.text == "Invalid HTTP request received.":
+        return  # uvicorn's parser refused it (a header no HTTP parser takes): not the app's answer
     if response.status_code >= 400:
         body = response.json()
         assert body["detail"], body
