@@ -35,6 +35,17 @@ _STOP = 1
 COUNTERS = ("position", "underflows", "late_clips", "late_frames", "dropped_clips")
 
 
+def _apply(inbox: deque[tuple[Any, ...]], mixer: Mixer) -> None:
+    """Carry out the queued plays and stops, in order (the audio thread, or the flush while
+    that thread is stopped: the mixer has one writer at a time)."""
+    while inbox:
+        cmd = inbox.popleft()
+        if cmd[0] == _PLAY:
+            mixer.play(cmd[1], cmd[2], cmd[3], cmd[4])
+        else:
+            mixer.stop(cmd[1])
+
+
 class DeviceSink:
     """A `Sink` on a PortAudio output device (by name, index, or None for the default).
 
@@ -204,12 +215,8 @@ class DeviceSink:
                     self._underflow_run += 1
                 else:
                     self._underflow_run = 0
-                while inbox:
-                    cmd = inbox.popleft()
-                    if cmd[0] == _PLAY:
-                        mixer.play(cmd[1], cmd[2], cmd[3], cmd[4])
-                    else:
-                        mixer.stop(cmd[1])
+                if inbox:
+                    _apply(inbox, mixer)
                 if self._pad_target is not None:  # the first block after a flush
                     pad = self._pad_frames(time_info.outputBufferDacTime)
                     if pad < 0:  # restarted after the dropped audio's end: skip what is due
@@ -330,14 +337,8 @@ class DeviceSink:
         self._flushing = True
         try:
             stream.abort()  # returns once PortAudio's audio thread has ended
-            inbox, mixer = self._inbox, self._mixer  # the audio thread's, while it is gone
-            while inbox:
-                cmd = inbox.popleft()
-                if cmd[0] == _PLAY:
-                    mixer.play(cmd[1], cmd[2], cmd[3], cmd[4])
-                else:
-                    mixer.stop(cmd[1])
-            mixer.drop_queued()
+            _apply(self._inbox, self._mixer)  # the audio thread's, while it is gone
+            self._mixer.drop_queued()
             self._pad_target = self._heard_next  # where `pos` must sound: see _pad_frames
             self._pad_left = 0
             self._last_cb = time.monotonic()
