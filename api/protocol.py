@@ -99,6 +99,8 @@ class Report(_ClientMessage):
     steps: Count
     rtt_ms: Ms | None = None
     latency_ms: Ms | None = None
+    # the page's own id, kept by its tab: a page that reconnects keeps its number
+    page: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,32}$")] | None = None
 
 
 ServerMessage = Annotated[Hello | State | Pong | Error, Field(discriminator="type")]

@@ -318,6 +318,9 @@ class ChannelService:
         """A speaker page's report of itself: kept on its connection; the console is told at
         once when a count of trouble rose (a report that says nothing new publishes
         nothing: 200 viewers are not sent a state every few seconds a speaker)."""
+        page = report.pop("page", None)
+        if page is not None:
+            self.hub.claim_page(client, page)
         before = client.report
         client.report = report
         if before is None or any(report[k] != before[k] for k in TROUBLE):

@@ -25,7 +25,7 @@ import json
 import logging
 import struct
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -45,6 +45,7 @@ log = logging.getLogger("yomite.hub")
 # transport's buffer: where uvicorn's ASGI flow control pauses a writer (the contract test,
 # tests/test_serverglue.py, checks they agree)
 FLOW_HIGH_WATER = 64 << 10
+MAX_PAGES = 256  # speaker pages whose number a hub remembers
 
 
 class Transport(Protocol):
@@ -134,6 +135,9 @@ class Hub:
         self.clients: set[Client] = set()
         self.speakers: set[Client] = set()  # the speaker audience, a subset of clients
         self._speaker_numbers = 0
+        # a speaker page's own id (kept by its tab) -> its number and latest connection: a page
+        # that reconnects keeps its number on the console (bounded: the oldest are forgotten)
+        self._pages: OrderedDict[str, tuple[int, Client]] = OrderedDict()
         self.dropped = 0
         self.lags: deque[float] = deque(maxlen=20000)
         # the lags' summary and what it was made from (see lag_summary)
@@ -158,6 +162,19 @@ class Hub:
             c.task = asyncio.create_task(c.writer(), name="ws-writer")
             c.task.add_done_callback(lambda _t: self._writer_done(c))
         return c
+
+    def claim_page(self, c: Client, page: str) -> None:
+        """Speaker `c` is page `page`: it takes the number the page had before (a reconnect),
+        and an earlier connection of the same page that has not dropped yet stops reporting."""
+        known = self._pages.pop(page, None)
+        if known is not None:
+            number, earlier = known
+            if earlier is not c:
+                c.number = number
+                earlier.report = None
+        self._pages[page] = (c.number, c)
+        while len(self._pages) > MAX_PAGES:
+            self._pages.popitem(last=False)
 
     def remove(self, c: Client) -> None:
         self.clients.discard(c)

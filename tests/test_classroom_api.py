@@ -266,3 +266,35 @@ def test_a_deck_of_the_matchs_own_sets_how_many_cards_it_may_read(client):
     assert r.status_code == 422, r.text
     assert r.json()["error"] == "too_many_cards" and r.json()["params"] == {"cards": 21,
                                                                              "poems": 20}
+
+
+def test_a_speaker_page_that_reconnects_keeps_its_number(client):
+    counts = {"placed": 3, "late": 0, "missed": 0, "resyncs": 0, "epochs": 0, "steps": 0}
+
+    def health():
+        return client.get("/api/channels/main", headers=OP).json()["speaker_health"]
+
+    def report(ws, page, **more):
+        ws.send_json({"type": "report", "page": page, **counts, **more})
+        ws.send_json({"type": "ping"})  # answered after the report was taken
+        speaker_messages(ws, 1, "pong")
+
+    with client.websocket_connect(as_speaker(client)) as a:
+        report(a, "aaaa")
+        with client.websocket_connect(as_speaker(client)) as b:
+            report(b, "bbbb")
+            assert [r["number"] for r in health()] == [1, 2]
+            # A's page lost its link and comes back on a new connection while the old one has
+            # not dropped yet: one speaker 1, with the new connection's counters
+            with client.websocket_connect(as_speaker(client)) as a2:
+                report(a2, "aaaa", missed=2)
+                got = health()
+                assert [(r["number"], r["missed"]) for r in got] == [(1, 2), (2, 0)], got
+    with client.websocket_connect(as_speaker(client)) as c, \
+            client.websocket_connect(as_speaker(client)) as a3:
+        report(c, "cccc")
+        report(a3, "aaaa")
+        assert sorted(r["number"] for r in health()) == [1, 4]  # a new page: a new number
+        c.send_json({"type": "report", "page": "no spaces", **counts})
+        err = speaker_messages(c, 1, "error")[0]
+        assert err["error"] == "bad_message" and "page" in err["detail"]

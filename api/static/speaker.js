@@ -336,9 +336,12 @@
 
   // this page's report of itself, every 2 s: the console shows each speaker and its trouble
   let reportTick = 0;
+  // this page load's id: a page that reconnects keeps its number on the console
+  const pageId = Array.from(crypto.getRandomValues(new Uint8Array(8)),
+    (b) => b.toString(16).padStart(2, "0")).join("");
   function report() {
     const lat = output && output.latency();
-    conn.send({ type: "report", placed: stats.placed, late: stats.late, missed: stats.missed,
+    conn.send({ type: "report", page: pageId, placed: stats.placed, late: stats.late, missed: stats.missed,
       resyncs: stats.resyncs, epochs: stats.epochs, steps: output ? output.steps : 0,
       rtt_ms: server.rtt === null ? null : Math.max(0, server.rtt),
       latency_ms: lat === null || lat === undefined ? null : Math.max(0, lat * 1000) });
