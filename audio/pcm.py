@@ -49,14 +49,20 @@ def trim_silence(
     recordings. A silent clip trims to an empty array.
     """
     a = as_pcm(x)
-    top = peak(a)
-    if top == 0.0:
-        return a[:0]
-    loud = np.flatnonzero(np.abs(a) >= top * 10.0 ** (threshold_db / 20.0))
-    margin = round(margin_ms * rate / 1000.0)
-    start = max(0, int(loud[0]) - margin)
-    stop = min(a.size, int(loud[-1]) + 1 + margin)
+    start, stop = trim_bounds(a, rate, threshold_db, margin_ms)
     return a[start:stop]
+
+
+def trim_bounds(
+    x: npt.NDArray[np.floating], rate: int, threshold_db: float = -45.0, margin_ms: float = 5.0
+) -> tuple[int, int]:
+    """Where `trim_silence` cuts `x`: (start, stop); (0, 0) for silence."""
+    top = float(np.max(np.abs(x))) if x.size else 0.0
+    if top == 0.0:
+        return 0, 0
+    loud = np.flatnonzero(np.abs(x) >= top * 10.0 ** (threshold_db / 20.0))
+    margin = round(margin_ms * rate / 1000.0)
+    return max(0, int(loud[0]) - margin), min(x.size, int(loud[-1]) + 1 + margin)
 
 
 def noise_floor_db(x: npt.NDArray[np.floating], rate: int, frame_ms: float = 20.0) -> float:

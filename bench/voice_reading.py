@@ -1,8 +1,10 @@
 """How the voice reads, in figures: what Open JTalk is told to say for the hundred poems, the
 calls and the jokā (from the front end's labels, no synthesis), and how linear `voice.speed` is
-for every engine. Prints figures; passes or fails nothing.
+for every engine; with --styles, the reading style's table (issue 21) for `natural` and
+`reader` over the 200 verses, and the pace a poem. Prints figures; passes or fails nothing.
 
-    .venv/bin/python bench/voice_reading.py [--verses N]   # speed ratios over N verses (20)
+    .venv/bin/python -m bench.voice_reading [--verses N]   # speed ratios over N verses (20)
+    .venv/bin/python -m bench.voice_reading --styles [--poems N]   # the style table (100)
 """
 
 import argparse
@@ -96,10 +98,62 @@ def speed_figures(n: int) -> None:
                              for s in (1.0, 0.8, 1.25)}, clips))
 
 
+def style_figures(poems: int) -> None:
+    """The table of issue 21 for each style, the `reader` targets checked verse by verse, and
+    the pace: a poem's upper verse, gap, lower verse, gap, as the programme times them."""
+    from audio.config import VoiceConfig, held_s
+    from audio.voices.chant import ChantStyle
+    from bench.reading_style import measure, summary
+    from reader.programme import build_programme
+
+    chosen = all_poems()[:poems]
+    cfg = VoiceConfig()
+    for style, chant in (("natural", None), ("reader", ChantStyle(**cfg.chant.model_dump()))):
+        voice = OpenJTalkVoice(RATE, chant=chant)
+        rows = {v: [] for v in Verse}
+        paces, misses = [], []
+        match = MatchConfig(held_s=held_s(cfg.model_copy(update={"style": style})))
+        segs = build_programme(match, [chosen[0].no], 1)
+        gaps = [s.silence_s for s in segs if s.card == 1 and s.clip is None]
+        for p in chosen:
+            secs = 0.0
+            for v in Verse:
+                clip = verse_clip(p.no, v)
+                x = voice.render(clip)
+                morae_s, onset = voice.timing(clip)
+                r = measure(x, RATE, morae_s, onset)
+                rows[v].append(r)
+                secs += x.size / RATE
+                if style == "reader":
+                    why = [k for k, bad in (
+                        ("hold", r.last_ratio < (3 if v is Verse.KAMI else 4)),
+                        ("range", r.pitch_range_st > 3), ("final", abs(r.final_st) > 1),
+                        ("vibrato", not (0.5 <= r.vibrato_st <= 1 and 4.5 <= r.vibrato_hz <= 6)),
+                        ("release", r.release_s < 0.3), ("pause", r.pauses > 0)) if bad]
+                    if why:
+                        misses.append(f"{clip.key} ({', '.join(why)})")
+            paces.append(secs + sum(gaps))
+        print(f"\nstyle {style}: {len(chosen)} poems, gaps after the verses {gaps} s; a poem "
+              f"{statistics.mean(paces):.2f} s on average (p10-p90 "
+              f"{np.percentile(paces, 10):.2f}-{np.percentile(paces, 90):.2f})")
+        for v in Verse:
+            print(f"  {v.value}:")
+            for k, cell in summary(rows[v]).items():
+                print(f"    {k:<38} {cell}")
+        if style == "reader":
+            print(f"  verses missing a reader target: {len(misses)} of {2 * len(chosen)}"
+                  + (f": {'; '.join(misses)}" if misses else ""))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--verses", type=int, default=20)
+    ap.add_argument("--styles", action="store_true")
+    ap.add_argument("--poems", type=int, default=100)
     args = ap.parse_args()
+    if args.styles:
+        style_figures(args.poems)
+        return
     reading_figures()
     speed_figures(args.verses)
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from audio.config import VoiceConfig, with_voice_overrides
+from audio.config import VoiceConfig, held_s, with_voice_overrides
 from hall.config import Config
 from hall.inbox import PrepareMatch
 from reader.config import MatchConfig, merge_overrides, with_match_overrides
@@ -52,6 +52,7 @@ def plan_match(p: PrepareMatch, config: Config, *, colors: tuple[str, ...] | Non
     if match_over:
         match_cfg = with_match_overrides(match_cfg, match_over, own_deck=True)
     voice_cfg = with_voice_overrides(config.voice, voice_over)
+    match_cfg = match_cfg.model_copy(update={"held_s": held_s(voice_cfg)})
     deck_colors = p.colors or (() if p.poems else match_cfg.colors)
     deck = Deck.build(colors=deck_colors, poems=p.poems, seed=p.seed, key=deck_key)
     return MatchPlan(match_cfg, voice_cfg, deck, None)

@@ -111,6 +111,10 @@ class MatchConfig(Frozen):
     move_call: Call = Call(text="移動してください", yomi="いどうしてください")
     gaps: GapsConfig = GapsConfig()
     resume: ResumeConfig = ResumeConfig()
+    # how much longer the voice holds an upper / a lower verse's last sound than speech would
+    # (the reader style's hold): taken out of the gap after the verse, so the pace stays. Set
+    # from the voice by the hall (audio.config.held_s), not in config.yaml.
+    held_s: tuple[Seconds, Seconds] = (0.0, 0.0)
 
     @model_validator(mode="before")
     @classmethod

@@ -8,6 +8,9 @@ from .clip import Clip, ClipKind, Verse
 from .config import Call, MatchConfig, Spoken
 from .poems import poem as get_poem
 
+# a verse's held last sound takes at most this share of the gap after it away
+MIN_GAP_SHARE = 0.5
+
 
 class Phase(StrEnum):
     READY = "ready"
@@ -89,13 +92,19 @@ def _card(
         )
 
     g = cfg.gaps
+    kami, shimo = cfg.held_s
+
+    def after(gap: float, held: float) -> float:  # a held last sound sounds into the gap
+        return max(gap * MIN_GAP_SHARE, gap - held)
+
     segs = [seg(f"{tag}_kami", verse=Verse.KAMI),
-            seg("gap_between_verses", silence_s=g.between_verses_s)]
+            seg("gap_between_verses", silence_s=after(g.between_verses_s, kami))]
     for r in range(1, cfg.lower_verse_times + 1):
         if r > 1:
-            segs.append(seg("gap_repeat", silence_s=g.repeat_s))
+            segs.append(seg("gap_repeat", silence_s=after(g.repeat_s, shimo)))
         segs.append(seg(f"{tag}_shimo", verse=Verse.SHIMO, reading=r))
-    segs.append(seg("gap_between_cards", silence_s=g.between_cards_s, in_card=False))
+    segs.append(seg("gap_between_cards", silence_s=after(g.between_cards_s, shimo),
+                    in_card=False))
     return segs
 
 

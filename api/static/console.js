@@ -26,7 +26,7 @@
     basePick: $("base-pick"), joinBase: $("join-base"),
     refCount: $("ref-count"), referees: $("referees"), csv: $("csv"), cardRows: $("card-rows"), reveal: $("reveal"),
     output: $("output"), audio: $("audio"), newPin: $("new-pin"), history: $("history"), replay: $("replay"), presetPicks: $("preset-picks"),
-    presetSets: $("preset-sets"), lower: $("lower"), speed: $("speed"), gapVerses: $("gap-verses"),
+    presetSets: $("preset-sets"), lower: $("lower"), speed: $("speed"), style: $("style"), gapVerses: $("gap-verses"),
     recorded: $("recorded"), recordedBox: $("recorded-box"), recordedCount: $("recorded-count"),
     gapCards: $("gap-cards"), gapRepeat: $("gap-repeat"), poemPicks: $("poem-picks"),
     poemCount: $("poem-count"), poemsClear: $("poems-clear"), volume: $("volume"),
@@ -726,6 +726,7 @@
       cards: num(ui.cards, { integer: true, min: 1, max: 100 }),
       lower: num(ui.lower, { integer: true, min: 1, max: 3 }),
       speed: num(ui.speed, { min: 0.25, max: 3 }),
+      style: ui.style.value || null,
       gapVerses: num(ui.gapVerses, { max: 60 }),
       gapCards: num(ui.gapCards, { max: 60 }),
       gapRepeat: num(ui.gapRepeat, { max: 60 }),
@@ -733,7 +734,7 @@
     };
   }
 
-  const FIELDS = ["seed", "memorise", "cards", "lower", "speed", "gapVerses", "gapCards", "gapRepeat"];
+  const FIELDS = ["seed", "memorise", "cards", "lower", "speed", "style", "gapVerses", "gapCards", "gapRepeat"];
 
   // each channel has its own settings (a pink reader is not a blue one)
   const settingsKey = () => `${SETTINGS_KEY}.${ch}`;
@@ -775,6 +776,7 @@
     if (f.colours.length) over.colors = f.colours;
     if (Object.keys(over).length) body.overrides = over;
     if (f.speed !== null) body.voice = { speed: f.speed };
+    if (f.style !== null) body.voice = { ...(body.voice || {}), style: f.style };
     if (ui.recorded.checked && !ui.recordedBox.hidden) body.voice = { ...(body.voice || {}), recorded: true };
     return body;
   }
@@ -793,6 +795,7 @@
       && (f.gapCards === null || f.gapCards === tm.between_cards_s)
       && (f.gapRepeat === null || f.gapRepeat === tm.repeat_s)
       && (f.speed === null || f.speed === v.speed)
+      && (f.style === null || f.style === v.style)
       && (f.preset === null || f.preset === (state && state.preset));
   }
 

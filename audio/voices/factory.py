@@ -47,6 +47,10 @@ def make_voice(voice_cfg: VoiceConfig, rate: int) -> RenderedVoice:
 
 
 def _openjtalk(cfg: VoiceConfig, rate: int) -> Voice:
+    from audio.voices.chant import ChantStyle
     from audio.voices.openjtalk import OpenJTalkVoice
 
-    return OpenJTalkVoice(rate, cfg.speed, cfg.pitch, cfg.phrase_pause_s, cfg.loudness_lufs)
+    style = (ChantStyle(**cfg.chant.model_dump()) if cfg.style == "reader"
+             and cfg.engine is VoiceEngine.OPENJTALK else None)
+    return OpenJTalkVoice(rate, cfg.speed, cfg.pitch, cfg.phrase_pause_s, cfg.loudness_lufs,
+                          chant=style)
