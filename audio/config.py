@@ -28,7 +28,7 @@ class ChantConfig(Frozen):
     release_s: Seconds = Field(0.7, ge=0.05, le=3)  # the held sound fades 40 dB over this long
     vibrato_st: float = Field(0.9, ge=0, le=3)  # peak to peak; 0: none
     vibrato_hz: float = Field(5.2, ge=2, le=10)
-    vibrato_delay_s: Seconds = Field(0.05, ge=0, le=2)
+    vibrato_delay_s: Seconds = Field(0.0, ge=0, le=2)
     accent: float = Field(0.1, ge=0, le=1)  # share of the words' pitch accent kept (0: flat)
     scoop_st: float = Field(2.0, ge=0, le=12)  # the first mora rises into the tone from below
     tone_hz: float | None = Field(345.0, ge=60, le=1000)  # null: each verse's own median

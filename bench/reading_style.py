@@ -95,7 +95,7 @@ def measure(x: npt.NDArray[np.floating], rate: int, morae_s: list[float],
     if voiced.any():
         st[voiced] = 12 * np.log2(f[voiced] / np.median(f[voiced]))
     vs = st[voiced]
-    held_pitch = st[min(onset + int(0.2 / FRAME_S), t6):t26]  # the sound held (past its onset)
+    held_pitch = st[min(onset + int(0.15 / FRAME_S), t6):t26]  # the sound held (past its onset)
     held_pitch = held_pitch[~np.isnan(held_pitch)]
     final = float(np.median(held_pitch)) if held_pitch.size else math.nan
     vib_st, vib_hz = vibrato(held_pitch)

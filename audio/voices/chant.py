@@ -48,7 +48,7 @@ class ChantStyle:
     release_s: float = 0.7  # then faded out over this long (-40 dB)
     vibrato_st: float = 0.9  # peak to peak, on the held sound (0: none)
     vibrato_hz: float = 5.2
-    vibrato_delay_s: float = 0.05  # after the held copy begins; full depth 0.15 s later
+    vibrato_delay_s: float = 0.0  # after the held copy begins; full depth 0.1 s later
     accent: float = 0.1  # share of the dictionary's word accent kept around the tone (0: flat)
     scoop_st: float = 2.0  # the verse's first mora rises into the tone from this far below
     phrase_gap_s: float = 0.0  # between the phrases (a reader joins them without stopping)
@@ -186,13 +186,13 @@ def lf0_target(p: PhrasePlan, tone: float, style: ChantStyle, first_phrase: bool
 
 def vibrato(x: np.ndarray, rate: int, start: int, stop: int, style: ChantStyle) -> np.ndarray:
     """`x` with a vibrato from `start` to `stop` (samples): a delay modulated at vibrato_hz,
-    whose depth gives vibrato_st peak to peak, faded in over 0.15 s."""
+    whose depth gives vibrato_st peak to peak, faded in over 0.1 s."""
     if style.vibrato_st <= 0 or stop <= start:
         return x
     n = np.arange(stop - start, dtype=np.float64)
     ratio = 2.0 ** (style.vibrato_st / 24.0) - 1.0  # the frequency's peak deviation
     depth = ratio / (2.0 * math.pi * style.vibrato_hz) * rate  # the delay's amplitude, samples
-    ramp = np.clip(n / (0.15 * rate), 0.0, 1.0)
+    ramp = np.clip(n / (0.1 * rate), 0.0, 1.0)
     delay = depth * ramp * np.sin(2.0 * math.pi * style.vibrato_hz * n / rate)
     out = x.copy()
     src = start + n - delay
@@ -220,9 +220,14 @@ def chant(hts: Hts, phrase_labels: Sequence[Sequence[str]], style: ChantStyle, *
     out = []
     for k, p in enumerate(vp.phrases):
         x = hts.synthesize(p.labels, p.frames, lf0_target(p, vp.tone, style, k == 0),
-                           lf0_gv=False)
+                           lf0_gv=False, no_gv=held_phonemes(vp) if k == vp.final[0] else ())
         out.append(held_end(x, vp, style, hts) if k == vp.final[0] else x)
     return out, vp
+
+
+def held_phonemes(vp: VersePlan) -> list[int]:
+    """The held vowel's three phonemes in the last phrase."""
+    return [vp.final[2] - 2, vp.final[2] - 1, vp.final[2]]
 
 
 def held_end(x: np.ndarray, vp: VersePlan, style: ChantStyle, hts: Hts) -> np.ndarray:

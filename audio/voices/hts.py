@@ -51,6 +51,9 @@ def _library() -> ctypes.CDLL:
         "HTS_Engine_generate_sample_sequence": (_B, (_P,)),
         "HTS_Engine_get_nsamples": (_S, (_P,)),
         "HTS_Engine_get_total_frame": (_S, (_P,)),
+        "HTS_SStreamSet_set_gv_switch": (None, (_P, _S, _S, _B)),
+        "HTS_SStreamSet_get_gv_switch": (_B, (_P, _S, _S)),
+        "HTS_SStreamSet_use_gv": (_B, (_P, _S)),
         "HTS_Engine_get_generated_speech": (_D, (_P, _S)),
     }
     for name, (res, args) in sig.items():
@@ -96,6 +99,7 @@ class Hts:
 
     def _states(self, labels: Sequence[str], aligned: bool) -> None:
         self._so.HTS_Engine_refresh(self._e)
+        self._so.HTS_Engine_set_gv_weight(self._e, 0, 1.0)
         self._so.HTS_Engine_set_phoneme_alignment_flag(self._e, b"\x01" if aligned else b"\x00")
         lines = (ctypes.c_char_p * len(labels))(*[s.encode() for s in labels])
         if self._so.HTS_Engine_generate_state_sequence_from_strings(
@@ -117,11 +121,14 @@ class Hts:
         return np.array(m, dtype=np.float64).reshape(-1, self.nstate)
 
     def synthesize(self, labels: Sequence[str], frames: Sequence[int] | None = None,
-                   lf0: Lf0Plan | None = None, lf0_gv: bool = True) -> npt.NDArray[np.float64]:
+                   lf0: Lf0Plan | None = None, lf0_gv: bool = True,
+                   no_gv: Sequence[int] = ()) -> npt.NDArray[np.float64]:
         """Samples (on the int16 scale, like pyopenjtalk's) for `labels`: with `frames`, each
         phoneme lasts that many frames; with `lf0`, each state's log-F0 mean is replaced by
         what it returns; `lf0_gv` False turns the pitch's global variance off (it would widen
-        a flattened contour again)."""
+        a flattened contour again); the phonemes in `no_gv` do not count in the spectrum's
+        global variance (a vowel held long would make it sharpen the rest until the filter
+        is unstable: peaks of 1e24 measured)."""
         if frames is not None:
             unit = self.fperiod * _UNITS_PER_S // self.rate  # one frame in 100 ns
             t, timed = 0, []
@@ -131,6 +138,15 @@ class Hts:
             labels = timed
         self._states(labels, aligned=frames is not None)
         self._so.HTS_Engine_set_gv_weight(self._e, LF0_STREAM, 1.0 if lf0_gv else 0.0)
+        if no_gv:
+            sss = self._sstreams()
+            if sss is None:  # not found: a milder variance for the whole phrase instead
+                self._so.HTS_Engine_set_gv_weight(self._e, 0, 0.5)
+            else:  # (the spectrum's stream; its switches exist where it uses GV)
+                for ph in no_gv:
+                    for k in range(self.nstate):
+                        self._so.HTS_SStreamSet_set_gv_switch(sss, 0, ph * self.nstate + k,
+                                                              b"\x00")
         if lf0 is not None:
             n = self._so.HTS_Engine_get_total_state(self._e)
             for i in range(n):
@@ -159,6 +175,31 @@ class Hts:
         return np.fromiter((get(self._e, i) for i in range(n)), dtype=np.float64, count=n)
 
     _offset: int | None = None  # of HTS_GStreamSet.gspeech in the engine's struct, once found
+    _sss: int | None = None  # of HTS_SStreamSet in it
+
+    def _sstreams(self) -> int | None:
+        """The address of the engine's HTS_SStreamSet {sstream*, nstream, nstate, duration*,
+        total_state, total_frame}: found as those counts, and checked through the API (the
+        gv switch of state 0 read back)."""
+        word = ctypes.sizeof(ctypes.c_size_t)
+        states = int(self._so.HTS_Engine_get_total_state(self._e))
+        frames = sum(int(self._so.HTS_Engine_get_state_duration(self._e, i))
+                     for i in range(states))
+        if self._sss is None:
+            words = np.frombuffer(self._buf.raw[:4096], dtype=np.uint64 if word == 8
+                                  else np.uint32)
+            for i in range(1, len(words) - 5):
+                if (words[i] == 3 and words[i + 1] == self.nstate and words[i + 3] == states
+                        and words[i + 4] == frames):
+                    self._sss = (i - 1) * word
+                    break
+            else:
+                return None
+        addr = ctypes.addressof(self._buf) + self._sss
+        if self._so.HTS_SStreamSet_use_gv(addr, 0) != b"\x01":
+            return None
+        flag = self._so.HTS_SStreamSet_get_gv_switch(addr, 0, 0)
+        return addr if flag in (b"\x00", b"\x01") else None
 
     def _find_speech(self, n: int) -> int | None:
         """The address of the samples: HTS_GStreamSet (the last member of HTS_Engine) begins

@@ -20,7 +20,7 @@ with contextlib.redirect_stdout(io.StringIO()):
 from audio.errors import VoiceError
 from audio.pcm import Pcm, resample, silence, trim_bounds, trim_silence
 from audio.voices import pronunciation
-from audio.voices.chant import ChantStyle, chant, held_end, lf0_target, morae, plan
+from audio.voices.chant import ChantStyle, chant, held_end, held_phonemes, lf0_target, morae, plan
 from audio.voices.hts import Hts
 from audio.voices.pronunciation import Reading
 from audio.voices.voice import Param, mastered, phrases, read_phrase_by_phrase, speed_params
@@ -181,7 +181,8 @@ class OpenJTalkVoice:
             p = vp.phrases[-1]
             x = held_end(hts.synthesize(p.labels, p.frames,
                                         lf0_target(p, vp.tone, self.chant, len(labels) == 1),
-                                        lf0_gv=False), vp, self.chant, hts)
+                                        lf0_gv=False, no_gv=held_phonemes(vp)),
+                         vp, self.chant, hts)
             frames, first = p.frames, vp.final[1]
         else:
             x = hts.synthesize(labels[-1])
