@@ -152,13 +152,13 @@ def test_a_phrase_the_dictionary_cannot_read_is_read_from_its_kana_and_logged(
     assert r.fallback is not None and "トーゲサン" in r.fallback and r.words == ()
     assert phonemes(r.labels) == reference_phonemes("たむけやま")
     clip = Clip(ClipKind.CALL, "たむけやま いっせいに", "手向山 一斉に", name="test")
-    with caplog.at_level(logging.INFO, logger="audio.voices.openjtalk"):
+    with caplog.at_level(logging.INFO, logger="audio.voices.readings"):
         rs = clip_readings(clip)
     assert rs[0].fallback is not None and rs[1].fallback is None
     assert "call:test" in caplog.text and "phrase 1 (たむけやま)" in caplog.text
     # text and yomi with different phrase counts: every phrase from its kana, logged
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="audio.voices.openjtalk"):
+    with caplog.at_level(logging.WARNING, logger="audio.voices.readings"):
         odd = clip_readings(Clip(ClipKind.CALL, "いち に", "一二", name="odd"))
     assert [r.text for r in odd] == ["いち", "に"] and "has 1 phrases" in caplog.text
 

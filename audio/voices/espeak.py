@@ -22,6 +22,7 @@ from typing import Any, Final
 from audio.codec import read_wav
 from audio.errors import CodecError, VoiceError
 from audio.pcm import Pcm, peak
+from audio.voices.readings import spoken_phrases
 from audio.voices.voice import Param, read_phrase_by_phrase, speed_params
 from reader.clip import Clip
 
@@ -128,6 +129,7 @@ class Pyttsx3Voice:
         self._params: dict[str, Param] = {
             "engine": "pyttsx3",
             "version": _version("pyttsx3"),
+            "reading": "spoken-form",  # the morae as said, long vowels as ー
             "synth": _synth_version(),
             "rate": rate,
             "wpm": self.wpm,
@@ -154,8 +156,13 @@ class Pyttsx3Voice:
             return self._voice_id
 
     def render(self, clip: Clip) -> Pcm:
+        spoken = spoken_phrases(clip)  # espeak-ng says おう as two vowels, オー long
+
+        def synthesise(i: int, _phrase: str, clip: Clip) -> tuple[Pcm, int]:
+            return self._synthesise(i, spoken[i], clip)
+
         return read_phrase_by_phrase(
-            self._synthesise, clip, engine="pyttsx3", voice=self.name, rate=self._rate,
+            synthesise, clip, engine="pyttsx3", voice=self.name, rate=self._rate,
             phrase_pause_s=self.phrase_pause_s, target_lufs=self.loudness_lufs,
             speed=self.speed,
         )

@@ -22,10 +22,11 @@ from audio.pcm import Pcm, resample, silence, trim_bounds, trim_silence
 from audio.voices import pronunciation
 from audio.voices.chant import ChantStyle, chant, held_end, held_phonemes, lf0_target, morae, plan
 from audio.voices.hts import Hts
-from audio.voices.pronunciation import Reading
-from audio.voices.voice import Param, mastered, phrases, read_phrase_by_phrase, speed_params
+from audio.voices.readings import clip_readings
+from audio.voices.voice import Param, mastered, read_phrase_by_phrase, speed_params
 from reader.clip import Clip, ClipKind, Verse
-from reader.poems import poem
+
+__all__ = ["OpenJTalkVoice", "clip_readings", "spoken_kana"]
 
 log = logging.getLogger(__name__)
 
@@ -41,32 +42,6 @@ def spoken_kana(phrase: str) -> str:
     """The morae Open JTalk will say for `phrase`, in katakana (for checking a yomi)."""
     said = pyopenjtalk.g2p(katakana(phrase), kana=True, use_read_as_pron=True)
     return said if isinstance(said, str) else "".join(said)
-
-
-def clip_readings(clip: Clip) -> list[Reading]:
-    """How each phrase of `clip` is said (see `audio.voices.pronunciation`): its text analysed by
-    the dictionary, its morae the yomi's. A verse of the hundred also gives its historical kana
-    (long vowels in misread words). Text and yomi with different phrase counts are read from
-    the kana alone, and logged."""
-    yomi = phrases(clip)
-    text = clip.text.split()
-    kana: list[str | None] = [None] * len(yomi)
-    if clip.kind is ClipKind.VERSE and clip.poem is not None and 1 <= clip.poem <= 100:
-        p = poem(clip.poem)
-        own_yomi, own_kana = ((p.kami_yomi, p.kami_kana) if clip.verse is Verse.KAMI
-                              else (p.shimo_yomi, p.shimo_kana))
-        if own_yomi.split() == yomi and len(own_kana.split()) == len(yomi):
-            kana = list(own_kana.split())
-    if len(text) != len(yomi):
-        log.warning("clip %s: text %r has %d phrases, yomi %r has %d: reading from the kana "
-                    "alone", clip.key, clip.text, len(text), clip.yomi, len(yomi))
-        text = yomi
-    out = [pronunciation.read(t, y, k) for t, y, k in zip(text, yomi, kana, strict=True)]
-    for i, r in enumerate(out):
-        if r.fallback is not None:
-            log.info("clip %s phrase %d (%s): read from the kana alone: %s",
-                     clip.key, i + 1, r.yomi, r.fallback)
-    return out
 
 
 class OpenJTalkVoice:
