@@ -23,10 +23,10 @@ class ChantConfig(Frozen):
 
     # the last mora of an upper / a lower verse, times the verse's median mora (before the
     # release); what it adds to a spoken last mora is taken out of the gap after the verse
-    hold_upper: float = Field(3.5, ge=1, le=12)
-    hold_lower: float = Field(4.5, ge=1, le=12)
+    hold_upper: float = Field(3.7, ge=1, le=12)
+    hold_lower: float = Field(4.7, ge=1, le=12)
     release_s: Seconds = Field(0.7, ge=0.05, le=3)  # the held sound fades 40 dB over this long
-    vibrato_st: float = Field(0.9, ge=0, le=3)  # peak to peak; 0: none
+    vibrato_st: float = Field(0.8, ge=0, le=3)  # peak to peak; 0: none
     vibrato_hz: float = Field(5.2, ge=2, le=10)
     vibrato_delay_s: Seconds = Field(0.0, ge=0, le=2)
     accent: float = Field(0.1, ge=0, le=1)  # share of the words' pitch accent kept (0: flat)
@@ -96,15 +96,17 @@ SPOKEN_LAST_MORA: tuple[float, float] = (1.26, 0.98)
 
 
 def held_s(voice: VoiceConfig) -> tuple[float, float]:
-    """How much longer the `reader` style holds the last sound of an upper and of a lower
-    verse than speech would, on average (median mora 0.128 s at speed 1): taken out of the gap
-    after each verse, so the pace stays the same."""
+    """How much longer the `reader` style sounds the last mora of an upper and of a lower
+    verse than speech would, on average (median mora 0.128 s at speed 1), its release
+    included: taken out of the gap after each verse (the held sound fades into it, as a
+    reader's does), so the pace stays about the same."""
     if voice.style != "reader" or voice.engine is not VoiceEngine.OPENJTALK:
         return (0.0, 0.0)
     mora = 0.128 / voice.speed
     c = voice.chant
-    return (round(max(0.0, c.hold_upper - SPOKEN_LAST_MORA[0]) * mora, 3),
-            round(max(0.0, c.hold_lower - SPOKEN_LAST_MORA[1]) * mora, 3))
+    release = c.release_s / voice.speed
+    return (round(max(0.0, c.hold_upper - SPOKEN_LAST_MORA[0]) * mora + release, 3),
+            round(max(0.0, c.hold_lower - SPOKEN_LAST_MORA[1]) * mora + release, 3))
 
 
 def voice_view(voice: VoiceConfig) -> dict[str, Any]:

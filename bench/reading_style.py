@@ -5,8 +5,9 @@ For each verse rendered by the real voice (48 kHz PCM, as a match plays it):
   median mora, and its last mora (to where its sound has fallen 6 dB below its held level);
 - pitch by Praat's autocorrelation (parselmouth, 5 ms steps, 100-600 Hz): the range p10-p90 of
   the voiced frames, their share within ±1 st of the verse's median, the final sound's median
-  re the verse median, and the vibrato on the held sound (its pitch detrended: the strongest
-  rate in 3-8 Hz and the extent peak to peak, 2√2 × RMS);
+  re the verse median, and the vibrato on the held sound (a line and a sine fitted to its
+  pitch by least squares at each rate in 3.5-8 Hz: the largest sine's rate, and its extent peak
+  to peak);
 - intensity in 5 ms frames: the release (from the last frame 6 dB below the held level to the
   last 26 dB below it: a dip inside the held sound is not its end) and the
   silences >= 100 ms inside the verse (more than 45 dB below its loudest frame).
@@ -95,7 +96,9 @@ def measure(x: npt.NDArray[np.floating], rate: int, morae_s: list[float],
     if voiced.any():
         st[voiced] = 12 * np.log2(f[voiced] / np.median(f[voiced]))
     vs = st[voiced]
-    held_pitch = st[min(onset + int(0.15 / FRAME_S), t6):t26]  # the sound held (past its onset)
+    # the sound held (its last 0.4 s, past its onset: the consonant, the vibrato's fade-in)
+    # and its release
+    held_pitch = st[max(onset + int(0.15 / FRAME_S), t6 - int(0.4 / FRAME_S)):t26]
     held_pitch = held_pitch[~np.isnan(held_pitch)]
     final = float(np.median(held_pitch)) if held_pitch.size else math.nan
     vib_st, vib_hz = vibrato(held_pitch)
@@ -108,23 +111,23 @@ def measure(x: npt.NDArray[np.floating], rate: int, morae_s: list[float],
 
 
 def vibrato(st: npt.NDArray[np.float64]) -> tuple[float, float]:
-    """(extent peak to peak in st, rate in Hz) of the strongest movement in 3-8 Hz of a pitch
-    track (5 ms steps) once its line is taken out; (0, 0) when shorter than 0.3 s or when
-    that movement is under 0.1 st."""
+    """(extent peak to peak in st, rate in Hz) of the strongest periodic movement in 3.5-8 Hz
+    of a pitch track (5 ms steps): at each rate (0.05 Hz steps) a least-squares fit of a line
+    (the drift) and a sine, the rate whose sine is largest kept; (0, 0) when shorter than 0.3 s
+    or when that movement is under 0.1 st."""
     if st.size < int(0.3 / FRAME_S):
         return 0.0, 0.0
     t = np.arange(st.size) * FRAME_S
-    resid = st - np.polyval(np.polyfit(t, st, 1), t)
-    spec = np.abs(np.fft.rfft(resid * np.hanning(st.size), n=4096))
-    hz = np.fft.rfftfreq(4096, FRAME_S)
-    band = (hz >= 3) & (hz <= 8)
-    rate = float(hz[band][np.argmax(spec[band])])
-    # the movement at that rate: the residual band-passed around it, its RMS x 2√2
-    w = 2 * math.pi * rate * t
-    a = 2 * np.mean(resid * np.sin(w))
-    b = 2 * np.mean(resid * np.cos(w))
-    extent = 2 * math.hypot(a, b)
-    return (extent, rate) if extent >= 0.1 else (0.0, 0.0)
+    best = (0.0, 0.0)
+    for rate in np.arange(3.5, 8.0001, 0.05):  # (below 3.5 a sine of 0.6 s fits its drift)
+        w = 2 * math.pi * rate * t
+        basis = np.column_stack([np.ones_like(t), t, np.sin(w), np.cos(w)])
+        coef, *_ = np.linalg.lstsq(basis, st, rcond=None)
+        amp = math.hypot(coef[2], coef[3])
+        if amp > best[0]:
+            best = (amp, float(rate))
+    extent = 2 * best[0]
+    return (extent, round(best[1], 2)) if extent >= 0.1 else (0.0, 0.0)
 
 
 def summary(rows: list[VerseFigures]) -> dict[str, str]:

@@ -43,12 +43,12 @@ RELEASE_DB: Final = 40.0  # the release's fade, over release_s, linear in dB
 class ChantStyle:
     """How the `reader` style reads (voice.chant in config.yaml)."""
 
-    hold_upper: float = 3.5  # the last mora of an upper verse, times the verse's median mora
-    hold_lower: float = 4.5  # of a lower verse
+    hold_upper: float = 3.7  # the last mora of an upper verse, times the verse's median mora
+    hold_lower: float = 4.7  # of a lower verse
     release_s: float = 0.7  # then faded out over this long (-40 dB)
-    vibrato_st: float = 0.9  # peak to peak, on the held sound (0: none)
+    vibrato_st: float = 0.8  # peak to peak, on the held sound (0: none)
     vibrato_hz: float = 5.2
-    vibrato_delay_s: float = 0.0  # after the held copy begins; full depth 0.1 s later
+    vibrato_delay_s: float = 0.0  # after the last vowel begins; full depth 0.1 s later
     accent: float = 0.1  # share of the dictionary's word accent kept around the tone (0: flat)
     scoop_st: float = 2.0  # the verse's first mora rises into the tone from this far below
     phrase_gap_s: float = 0.0  # between the phrases (a reader joins them without stopping)
@@ -171,9 +171,10 @@ def lf0_target(p: PhrasePlan, tone: float, style: ChantStyle, first_phrase: bool
     centre = float(np.median(p.means[voiced, 1:-1])) if voiced else tone
     first = morae(p.labels)[0] if first_phrase else []
     nstate = p.means.shape[1]
+    held = {j for i, n in enumerate(p.natural) if n == 0 for j in (i - 1, i, i + 1)}
 
     def target(ph: int, state: int, mean: float) -> float:
-        if phoneme(p.labels[ph]) in UNVOICED:
+        if phoneme(p.labels[ph]) in UNVOICED or ph in held:  # the held vowel: on the tone
             return tone
         lf0 = tone + style.accent * (mean - centre)
         if ph in first:  # the scoop: from scoop_st below to the tone across the first mora
@@ -236,10 +237,9 @@ def held_end(x: np.ndarray, vp: VersePlan, style: ChantStyle, hts: Hts) -> np.nd
     _, first, vowel = vp.final  # the last mora's first phoneme; its vowel, said last
     copies = [i for i in range(first, vowel) if p.natural[i] == 0]
     v0 = sum(p.frames[:copies[0] - 1]) * f  # where the vowel begins
-    held = sum(p.frames[:copies[0]]) * f  # where its held copy begins
     v1 = sum(p.frames[:vowel]) * f  # where its own decay begins
     x = level(x, hts.rate, v0, v1)
-    x = vibrato(x, hts.rate, held + round(style.vibrato_delay_s * hts.rate), v1, style)
+    x = vibrato(x, hts.rate, v0 + round(style.vibrato_delay_s * hts.rate), v1, style)
     return release(x, v1 - vp.release_frames * f, v1)
 
 
