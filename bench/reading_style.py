@@ -99,15 +99,27 @@ def measure(x: npt.NDArray[np.floating], rate: int, morae_s: list[float],
     # the sound held (its last 0.4 s, past its onset: the consonant, the vibrato's fade-in)
     # and its release
     held_pitch = st[max(onset + int(0.15 / FRAME_S), t6 - int(0.4 / FRAME_S)):t26]
-    held_pitch = held_pitch[~np.isnan(held_pitch)]
-    final = float(np.median(held_pitch)) if held_pitch.size else math.nan
-    vib_st, vib_hz = vibrato(held_pitch)
+    final = float(np.nanmedian(held_pitch)) if (~np.isnan(held_pitch)).any() else math.nan
+    vib_st, vib_hz = vibrato(longest_voiced(held_pitch))  # a gap would break the fit
     return VerseFigures(
         median_mora_s=statistics.median(morae_s), last_mora_s=last_mora,
         pitch_range_st=float(np.percentile(vs, 90) - np.percentile(vs, 10)) if vs.size else 0,
         within_1st=float(np.mean(np.abs(vs) <= 1.0)) if vs.size else 0.0,
         final_st=final, vibrato_st=vib_st, vibrato_hz=vib_hz,
         release_s=(t26 - t6) * FRAME_S, pauses=pauses)
+
+
+def longest_voiced(st: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """The longest run of `st` without a NaN (an unvoiced frame)."""
+    best, start = (0, 0), None
+    for i, v in enumerate([*st, math.nan]):
+        if math.isnan(v):
+            if start is not None and i - start > best[1] - best[0]:
+                best = (start, i)
+            start = None
+        elif start is None:
+            start = i
+    return st[best[0]:best[1]]
 
 
 def vibrato(st: npt.NDArray[np.float64]) -> tuple[float, float]:

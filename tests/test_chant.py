@@ -22,6 +22,9 @@ RATE = 48000
 def test_morae_join_consonants_to_their_vowel_and_skip_silence():
     labels = [f"xx^xx-{p}+xx=xx/A:x" for p in ("sil", "t", "o", "m", "a", "N", "ts", "U", "sil")]
     assert morae(labels) == [[1, 2], [3, 4], [5], [6, 7]]
+    # a consonant with no vowel after it is still the phrase's last mora
+    labels = [f"xx^xx-{p}+xx=xx/A:x" for p in ("sil", "r", "e", "n", "sil")]
+    assert morae(labels) == [[1, 2], [3]]
 
 
 def test_a_held_vowel_is_said_three_times_in_a_row_and_voiced():
@@ -73,10 +76,11 @@ def test_the_hts_engine_stepwise_says_what_pyopenjtalk_says():
     assert longer.size == 2 * sum(d) * hts.fperiod
 
 
-# verses whose ends are hard: a held ン (12s, 3s), a final つ after つ (1s), よ (12k), the
-# longest upper verse's ending (4k) and a jokā-like short one
+# verses whose ends are hard: a held ン (12s, 3s), a final つ after つ (1s),
+# よ (12k), the longest upper verse's ending (4k), the closest vibrato figures (60s, 29k)
 HARD = [(1, Verse.SHIMO), (3, Verse.SHIMO), (12, Verse.KAMI), (12, Verse.SHIMO),
-        (4, Verse.KAMI), (17, Verse.SHIMO), (33, Verse.KAMI), (77, Verse.SHIMO)]
+        (4, Verse.KAMI), (17, Verse.SHIMO), (33, Verse.KAMI), (77, Verse.SHIMO),
+        (60, Verse.SHIMO), (29, Verse.KAMI)]
 
 
 @pytest.fixture(scope="module")

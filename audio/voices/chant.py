@@ -75,19 +75,21 @@ class VersePlan:
 
 def morae(labels: Sequence[str]) -> list[list[int]]:
     """The phoneme indices of each mora (consonants join the vowel after them; silences are no
-    mora)."""
+    mora; a consonant with no vowel after it is one)."""
     out: list[list[int]] = []
     cur: list[int] = []
     for i, lab in enumerate(labels):
         p = phoneme(lab)
         if p in SILENT:
+            if cur:  # a consonant before a silence is a mora of its own
+                out.append(cur)
             cur = []
             continue
         cur.append(i)
         if p in MORA_ENDS:
             out.append(cur)
             cur = []
-    return out
+    return out + ([cur] if cur else [])
 
 
 def quinphone(label: str) -> tuple[list[str], str]:
@@ -109,7 +111,7 @@ def lengthened(labels: Sequence[str], vowel: int, copies: int) -> list[str]:
     Open JTalk labels 「みー」: steady, where a phrase-final vowel alone decays across its
     states), voiced even where the dictionary devoiced it."""
     q, rest = quinphone(labels[vowel])
-    v = q[2].lower()
+    v = "N" if q[2] in ("n", "N") else q[2].lower()  # a lone n is ん: hummed, syllabic
     q[2] = v
     seq = q[:2] + [v] * (copies + 1) + q[3:]
     out = [*labels[:vowel]]
