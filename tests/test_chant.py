@@ -156,3 +156,19 @@ def test_every_verse_of_the_hundred_chants_whole(reader_voice):
             if not spoken < x.size < spoken + 2 * RATE or not np.isfinite(x).all():
                 short.append((clip.key, x.size / RATE, spoken / RATE))
     assert not short, short
+
+
+def test_without_the_hts_api_the_voice_reads_naturally_and_says_so(monkeypatch, caplog,
+                                                                    tmp_path):
+    """A pyopenjtalk built to export only its module (no HTS_Engine symbols) cannot chant:
+    the voice reads in the natural style and logs why, rather than failing every verse."""
+    from audio.voices import factory, hts
+
+    monkeypatch.setattr(hts, "available", lambda: False)
+    with caplog.at_level("WARNING", logger="audio.voices.factory"):
+        voice = factory.make_voice(VoiceConfig(cache_dir=tmp_path), RATE)
+    assert voice.voice.params["style"] == "natural"
+    assert "natural style" in caplog.text
+    monkeypatch.undo()
+    again = factory.make_voice(VoiceConfig(cache_dir=tmp_path), RATE)
+    assert again.voice.params["style"] == "reader"

@@ -3,11 +3,14 @@ one module that knows every engine, so that the engines need not know each other
 
 from __future__ import annotations
 
+import logging
 from typing import assert_never
 
 from audio.config import VoiceConfig, VoiceEngine
 from audio.errors import VoiceError
 from audio.voices.voice import EstimateVoice, RenderedVoice, Voice
+
+log = logging.getLogger(__name__)
 
 
 def make_voice(voice_cfg: VoiceConfig, rate: int) -> RenderedVoice:
@@ -47,10 +50,15 @@ def make_voice(voice_cfg: VoiceConfig, rate: int) -> RenderedVoice:
 
 
 def _openjtalk(cfg: VoiceConfig, rate: int) -> Voice:
+    from audio.voices import hts
     from audio.voices.chant import ChantStyle
     from audio.voices.openjtalk import OpenJTalkVoice
 
     style = (ChantStyle(**cfg.chant.model_dump()) if cfg.style == "reader"
              and cfg.engine is VoiceEngine.OPENJTALK else None)
+    if style is not None and not hts.available():
+        log.warning("voice.style reader needs the HTS engine's API, which this pyopenjtalk "
+                    "does not export: reading in the natural style")
+        style = None
     return OpenJTalkVoice(rate, cfg.speed, cfg.pitch, cfg.phrase_pause_s, cfg.loudness_lufs,
                           chant=style)

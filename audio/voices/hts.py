@@ -66,6 +66,19 @@ _LIB: ctypes.CDLL | None = None
 _LIB_LOCK = threading.Lock()
 
 
+def available() -> bool:
+    """Whether this platform's pyopenjtalk exports the HTS_Engine API (Linux and macOS builds
+    do; an extension built to export only its module init would not)."""
+    global _LIB
+    try:
+        with _LIB_LOCK:
+            if _LIB is None:
+                _LIB = _library()
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
 def phoneme(label: str) -> str:
     """A full-context label's own phoneme (`p3`: between `-` and `+`)."""
     return label.split("-", 1)[1].split("+", 1)[0]
