@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from audio.config import held_s
 from audio.output.filesink import FileSink
 from audio.voices.factory import make_voice
 from hall.config import Config
@@ -49,6 +50,8 @@ def render_match(
     The timeline's frames are the file's sample positions: they agree to the sample.
     """
     match = with_match_overrides(cfg.match, overrides or {})
+    # the voice's held last sounds come out of the gaps, as on a channel (hall.matchplan)
+    match = match.model_copy(update={"held_s": held_s(cfg.voice)})
     deck = Deck.build(colors=colors or (() if poems else match.colors), poems=poems, seed=seed)
     rate = cfg.audio.rate
     voice = make_voice(cfg.voice, rate)

@@ -12,15 +12,21 @@ One `Hts` per thread (the engine keeps its state in its struct); each call is in
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import io
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
-import pyopenjtalk
-from pyopenjtalk import htsengine
+
+with contextlib.redirect_stdout(io.StringIO()):
+    # pyopenjtalk-plus prints at import that onnxruntime is missing: not on yomite's stdout
+    # (the CLI's JSON), as in audio/voices/openjtalk.py
+    import pyopenjtalk
+    from pyopenjtalk import htsengine
 
 LF0_STREAM: Final = 1  # the voice's streams: 0 spectrum (mel-cepstrum), 1 log F0, 2 aperiodicity
 _STRUCT_BYTES: Final = 1 << 16  # more than sizeof(HTS_Engine) (under 1 KiB in HTS_Engine 1.10)

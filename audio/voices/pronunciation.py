@@ -25,14 +25,17 @@ Where fewer than a third of the reference's morae agree with the dictionary (手
 labels, the fallback reason.
 """
 
+import contextlib
 import difflib
+import io
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-import pyopenjtalk
-from pyopenjtalk.openjtalk import OpenJTalk
+with contextlib.redirect_stdout(io.StringIO()):  # its import prints (audio/voices/openjtalk.py)
+    import pyopenjtalk
+    from pyopenjtalk.openjtalk import OpenJTalk
 
 _HIRAGANA_TO_KATAKANA: Final = {c: c + 0x60 for c in range(0x3041, 0x3097)}
 _SMALL: Final = frozenset("ャュョァィゥェォヮ")
