@@ -350,6 +350,11 @@ def _zero_run(x: np.ndarray, start: int) -> int:
     return int(nz[0]) if nz.size else len(x) - start
 
 
+class RecorderNotSteady(RuntimeError):
+    """The capture never ran 0.3 s without a stall within 30 s: the sound server is down, or
+    the machine so loaded that a capture proves nothing (a test may try again)."""
+
+
 class Recorder:
     """Records the monitor for the duration of a `with` block; `.capture` afterwards."""
 
@@ -375,7 +380,10 @@ class Recorder:
             if left <= 0 or self.proc.poll() is not None:
                 self.proc.kill()
                 self.proc.wait()
-                raise RuntimeError(
+                for pipe in (self.proc.stdin, self.proc.stdout):  # (or a ResourceWarning
+                    if pipe is not None:                           # fails a later test)
+                        pipe.close()
+                raise RecorderNotSteady(
                     f"the recorder of {self.source} never became steady (saw {sorted(seen)}); "
                     "is the sound server up? run the tests via `make test`")
             r, _, _ = select.select([self.proc.stdout], [], [], left)
