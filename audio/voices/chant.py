@@ -67,9 +67,7 @@ class PhrasePlan:
 class VersePlan:
     phrases: tuple[PhrasePlan, ...]
     tone: float  # log-F0 of the reciting tone
-    median_mora: int  # frames
     final: tuple[int, int, int]  # (phrase, first phoneme of the last mora, its vowel)
-    hold_frames: int  # the last mora before the release
     release_frames: int
 
 
@@ -133,8 +131,7 @@ def plan(hts: Hts, phrase_labels: Sequence[Sequence[str]], style: ChantStyle, *,
     mora_frames = [sum(d[i] for i in m) for labs, d in natural for m in morae(labs)]
     median_mora = int(np.median(mora_frames)) if mora_frames else 1
     if style.tone_hz is None:
-        voiced = [float(v) for labs in phrase_labels
-                  for i, v in _vowel_means(hts, labs)]
+        voiced = [v for labs in phrase_labels for v in _vowel_means(hts, labs)]
         tone = float(np.median(voiced)) + pitch_st * ST
     else:
         tone = math.log(style.tone_hz) + pitch_st * ST
@@ -157,13 +154,13 @@ def plan(hts: Hts, phrase_labels: Sequence[Sequence[str]], style: ChantStyle, *,
     plans.append(PhrasePlan(tuple(held_labels), tuple(frames),
                             tuple([*d[:vowel + 1], 0, *d[vowel:]]),
                             hts.lf0_means(held_labels)))
-    return VersePlan(tuple(plans), tone, median_mora, (last, final_mora[0], vowel + 2),
-                     max(hold, consonant + d[vowel]), release)
+    return VersePlan(tuple(plans), tone, (last, final_mora[0], vowel + 2), release)
 
 
-def _vowel_means(hts: Hts, labels: Sequence[str]) -> list[tuple[int, float]]:
+def _vowel_means(hts: Hts, labels: Sequence[str]) -> list[float]:
+    """The log-F0 means of the inner states of the phrase's vowels and ん."""
     means = hts.lf0_means(labels)
-    return [(i, float(v)) for i, lab in enumerate(labels)
+    return [float(v) for i, lab in enumerate(labels)
             if phoneme(lab) in VOWELS - UNVOICED or phoneme(lab) == "N" for v in means[i, 1:-1]]
 
 
@@ -247,7 +244,7 @@ def held_end(x: np.ndarray, vp: VersePlan, style: ChantStyle, hts: Hts) -> np.nd
 
 def level(x: np.ndarray, rate: int, start: int, stop: int, floor_db: float = -18.0,
           window_s: float = 0.02) -> np.ndarray:
-    """`x` with its held sound from `start` to `stop` at one level: each 30 ms brought to the
+    """`x` with its held sound from `start` to `stop` at one level: each 20 ms brought to the
     stretch's median RMS (or to `floor_db` below the phrase's peak where that is quieter: a
     held ン hums as loud as a vowel would), the gain smoothed and joined to 1 at the edges."""
     n = max(1, round(window_s * rate))
