@@ -52,6 +52,11 @@ class VoiceConfig(Frozen):
     # seconds of speech a poem (upper + lower verse) a pack is time-stretched to, pitch kept;
     # null keeps the reader's own pace (or the pack manifest's pace_s)
     pack_pace_s: Seconds | None = Field(None, ge=1, le=60)
+    # how a pack fitted to a pace is fitted: reader (the pauses inside a verse cut to
+    # pack_pause_s, the held end shortened only down to chant.hold_upper / hold_lower median
+    # morae, the rest of the speech stretched) or uniform (one ratio for the whole verse)
+    pack_shape: Literal["reader", "uniform"] = "reader"
+    pack_pause_s: Seconds = Field(0.06, ge=0, le=0.5)
     # where the recording page (/record) keeps the pack it records
     recording_pack: Path = Path("var/packs/recorded")
     cache_dir: Path = Path("var/cache")

@@ -35,14 +35,17 @@ def make_voice(voice_cfg: VoiceConfig, rate: int) -> RenderedVoice:
                 cfg.cache_dir,
             )
         case VoiceEngine.PACK:
+            from audio.voices.packshape import ShapeStyle
             from audio.voices.packvoice import PackVoice
 
             if cfg.pack is None:
                 raise VoiceError("voice.engine is pack but voice.pack is not set: name the folder")
+            shape = ShapeStyle(cfg.pack_pause_s, cfg.chant.hold_upper, cfg.chant.hold_lower)
             pack = PackVoice(
                 cfg.pack, rate, cfg.loudness_lufs,
                 fallback=_openjtalk(cfg, rate), fallback_for_missing=cfg.pack_fallback,
                 strict=False, speed=cfg.speed, pace_s=cfg.pack_pace_s,
+                shape=shape if cfg.pack_shape == "reader" else None,
             )
             return RenderedVoice(pack, cfg.cache_dir)
         case _:

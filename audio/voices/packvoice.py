@@ -1,6 +1,9 @@
 """A recorded pack as a voice: each slot's file decoded, trimmed on its own noise floor (a room's
-hiss is not speech), normalised, and made `stretch` = fit / `speed` times as long by Rubber Band,
-pitch kept. The pack's layout and how it is read are `audio.voices.pack`'s.
+hiss is not speech), normalised, and made fit / `speed` times as long by Rubber Band, pitch kept:
+a verse fitted to a pace the way a reader reads (`audio.voices.packshape`: pauses joined, the
+held end shortened only down to the reader style's floor, the rest of the speech stretched), or
+by one ratio (`shape=None`, voice.pack_shape uniform). The pack's layout and how it is read are
+`audio.voices.pack`'s.
 """
 
 import json
@@ -13,6 +16,7 @@ from pathlib import Path
 from audio.codec import decode
 from audio.errors import CodecError, PackError, VoiceError
 from audio.pcm import Pcm, trim_noise
+from audio.voices import packshape
 from audio.voices.pack import (
     MANIFEST,
     POEMS,
@@ -23,6 +27,7 @@ from audio.voices.pack import (
     split_at_pause,
     verse_slot,
 )
+from audio.voices.packshape import Plan, ShapeStyle
 from audio.voices.voice import Param, Voice, mastered, speed_params
 from reader.clip import Clip, ClipKind, Verse
 
@@ -54,6 +59,7 @@ class PackVoice:
         strict: bool = True,
         speed: float = 1.0,
         pace_s: float | None = None,
+        shape: ShapeStyle | None = ShapeStyle(),  # noqa: B008 (frozen)
     ) -> None:
         self.pack = read_pack(folder)
         self._rate = rate
@@ -62,6 +68,7 @@ class PackVoice:
         self.fallback_for_missing = fallback_for_missing
         self.speed = speed
         self.pace_s = pace_s if pace_s is not None else self.pack.pace_s
+        self.shape = shape
         self._fit: float | None = None
         self._fit_lock = threading.Lock()
         # the jokā is not a card: like a call, the fallback says it when it is not recorded
@@ -87,7 +94,22 @@ class PackVoice:
             **speed_params(speed),
             "pace_s": self.pace_s,
             "trim": "noise-floor",
+            **self._shape_params(),
         }
+
+    def _shape_params(self) -> dict[str, Param]:
+        """How a fitted pack is shaped (nothing when it is not fitted: its clips stay cached)."""
+        if self.pace_s is None:
+            return {}
+        from audio.voices.tempo import version
+
+        out: dict[str, Param] = {"stretcher": version(),
+                                 "shape": "uniform" if self.shape is None else "reader"}
+        if self.shape is not None:
+            out |= {"shape_version": packshape.VERSION, "shape_pause_s": self.shape.pause_s,
+                    "shape_hold_upper": self.shape.hold_upper,
+                    "shape_hold_lower": self.shape.hold_lower}
+        return out
 
     @property
     def name(self) -> str:
@@ -127,7 +149,10 @@ class PackVoice:
                                            if p.one_file_joka() else "")
                      if joka else f"  jokā: not recorded; read by {source}")
         if self.pace_s is not None:
-            lines.append(f"  fitted to {self.pace_s:g} s of speech a poem")
+            how = ("by one ratio" if self.shape is None else
+                   f"as a reader: pauses in a verse cut to {self.shape.pause_s:g} s, the held "
+                   f"end kept {self.shape.hold_upper:g}/{self.shape.hold_lower:g} median morae")
+            lines.append(f"  fitted to {self.pace_s:g} s of speech a poem, {how}")
         calls = sorted(s.removeprefix("call/") for s in p.files if s.startswith("call/"))
         # make_voice always gives Open JTalk as the fallback; a bare PackVoice may have none
         lines.append(
@@ -152,8 +177,8 @@ class PackVoice:
     def fit_ratio(self) -> float:
         """How many times as long the pack's verses are made to read a poem in `pace_s`
         seconds of speech (1.0 without `pace_s`): the same for every verse, so the reader's own
-        rhythm between verses stays. Measured once (from the manifest's `speech_s`, else by
-        decoding the recordings)."""
+        rhythm between verses stays (inside a verse, `shape` shares it out). Measured once (from
+        the manifest's `speech_s`, else by decoding the recordings)."""
         if self.pace_s is None:
             return 1.0
         with self._fit_lock:
@@ -188,13 +213,36 @@ class PackVoice:
             x = kami if slot.endswith("kami") else shimo
         return trim_noise(x, self._rate)
 
+    def fitted(self, clip: Clip) -> tuple[Pcm, Plan | None]:
+        """The clip's recording, trimmed, and how it is fitted: a `Plan` for a verse (or the
+        jokā) of a pack fitted to a pace as a reader; None where one ratio does (calls, a
+        pack not fitted, `shape` None)."""
+        slot = clip_slot(clip)
+        x = self._trimmed(slot)
+        if self.pace_s is None or self.shape is None or clip.kind is ClipKind.CALL:
+            return x, None
+        from audio.voices.pronunciation import morae
+
+        ratio = self._stretch(slot)
+        body = packshape.anatomy(x, self._rate, len(morae(clip.yomi)))
+        return x, packshape.plan(body, ratio, self._rate, self.shape,
+                                 lower=clip.verse is Verse.SHIMO)
+
+    def _stretch(self, slot: str) -> float:
+        stretch = self.fit_ratio() / self.speed
+        if not math.isfinite(stretch):
+            raise PackError(f"pack {self.pack.name}: cannot fit {slot}")
+        return stretch
+
     def render(self, clip: Clip) -> Pcm:
         slot = clip_slot(clip)
         if slot in self.pack.files:
-            stretch = self.fit_ratio() / self.speed
-            if not math.isfinite(stretch):
-                raise PackError(f"pack {self.pack.name}: cannot fit {slot}")
-            return mastered(self._trimmed(slot), self._rate, self.loudness_lufs, self.name, clip,
+            x, plan = self.fitted(clip)
+            if plan is not None:
+                x, stretch = packshape.render(x, self._rate, plan), 1.0
+            else:
+                stretch = self._stretch(slot)
+            return mastered(x, self._rate, self.loudness_lufs, self.name, clip,
                             stretch=stretch, trim=_as_is)
         if clip.kind is ClipKind.CALL or clip.kind is ClipKind.PRELUDE:
             if self.fallback is None:
