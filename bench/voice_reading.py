@@ -1,10 +1,14 @@
 """How the voice reads, in figures: what Open JTalk is told to say for the hundred poems, the
 calls and the jokā (from the front end's labels, no synthesis), and how linear `voice.speed` is
 for every engine; with --styles, the reading style's table (issue 21) for `natural` and
-`reader` over the 200 verses, and the pace a poem. Prints figures; passes or fails nothing.
+`reader` over the 200 verses, and the pace a poem; with --pack, the same table for a recorded
+pack's verses as recorded and fitted to a pace by `voice.pack_shape` `reader` and `uniform`
+(bench/pack_shape.py; without a folder, a demonstration pack built from Open JTalk's natural
+style with a held last vowel). Prints figures; passes or fails nothing.
 
     .venv/bin/python -m bench.voice_reading [--verses N]   # speed ratios over N verses (20)
     .venv/bin/python -m bench.voice_reading --styles [--poems N]   # the style table (100)
+    .venv/bin/python -m bench.voice_reading --pack [FOLDER] [--pace S] [--poems N]
 """
 
 import argparse
@@ -145,14 +149,59 @@ def style_figures(poems: int) -> None:
                   + (f": {'; '.join(misses)}" if misses else ""))
 
 
+def pack_figures(folder: str, poems: int, pace_s: float) -> None:
+    """The style table for a pack as recorded, and fitted to `pace_s` both ways."""
+    from audio.config import VoiceConfig
+    from audio.voices.packshape import ShapeStyle
+    from bench.pack_shape import demo_pack, fitted_figures, misses
+    from bench.reading_style import summary
+
+    cfg = VoiceConfig()
+    shape = ShapeStyle(cfg.pack_pause_s, cfg.chant.hold_upper, cfg.chant.hold_lower)
+    with tempfile.TemporaryDirectory(prefix="yomite-bench-pack-") as tmp:
+        if folder:
+            path, timings = Path(folder), None
+            chosen = [p.no for p in all_poems()
+                      if not PackVoice(path, RATE, strict=False).pack.lacks([p.no])][:poems]
+            print(f"\npack {path}: {len(chosen)} poems; mora timing estimated from the "
+                  "recordings (speech less pauses and held end over the morae less one)")
+        else:
+            path, chosen = Path(tmp) / "demo", [p.no for p in all_poems()[:poems]]
+            timings = demo_pack(path, OpenJTalkVoice(RATE), chosen, RATE)
+            print(f"\nno pack given: a demonstration pack of {len(chosen)} poems built from Open "
+                  "JTalk's natural style (phrases 150 ms apart), each verse's last vowel held "
+                  "1 s and released over 0.7 s; mora timing from the HTS engine, carried "
+                  "through each fit")
+        columns = {}
+        for title, pace, how in (("as recorded", None, None), ("reader", pace_s, shape),
+                                 ("uniform", pace_s, None)):
+            rows, per_poem = fitted_figures(path, chosen, RATE, pace, how, timings)
+            columns[title] = (rows, per_poem)
+            print(f"  {title:<12} {per_poem:.2f} s of speech a poem; verses missing the hold "
+                  f"(>= 3 / 4 median morae) or with a pause >= 100 ms: {misses(rows)} of "
+                  f"{2 * len(chosen)}")
+    print(f"  fitted to {pace_s:g} s of speech a poem (pause {shape.pause_s:g} s, held end "
+          f"floor {shape.hold_upper:g} / {shape.hold_lower:g} median morae)")
+    for v in Verse:
+        cells = {t: summary(rows[v]) for t, (rows, _) in columns.items()}
+        print(f"  {v.value:<38} " + " ".join(f"{t:<22}" for t in cells))
+        for k in cells["reader"]:
+            print(f"    {k:<36} " + " ".join(f"{c[k]:<22}" for c in cells.values()))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--verses", type=int, default=20)
     ap.add_argument("--styles", action="store_true")
-    ap.add_argument("--poems", type=int, default=100)
+    ap.add_argument("--poems", type=int, default=None, help="100 for --styles, 20 for --pack")
+    ap.add_argument("--pack", nargs="?", const="", default=None, metavar="FOLDER")
+    ap.add_argument("--pace", type=float, default=4.5, help="seconds of speech a poem (--pack)")
     args = ap.parse_args()
+    if args.pack is not None:
+        pack_figures(args.pack, args.poems or 20, args.pace)
+        return
     if args.styles:
-        style_figures(args.poems)
+        style_figures(args.poems or 100)
         return
     reading_figures()
     speed_figures(args.verses)
