@@ -142,16 +142,17 @@ def vibrato(st: npt.NDArray[np.float64]) -> tuple[float, float]:
     return (extent, round(best[1], 2)) if extent >= 0.1 else (0.0, 0.0)
 
 
+def cell(vals: list[float], fmt: str = "{:.2f}") -> str:
+    """median (p10-p90) of `vals`, NaN left out; "-" for none."""
+    v = np.array([x for x in vals if not math.isnan(x)])
+    if v.size == 0:
+        return "-"
+    return (f"{fmt.format(np.median(v))} ({fmt.format(np.percentile(v, 10))}-"
+            f"{fmt.format(np.percentile(v, 90))})")
+
+
 def summary(rows: list[VerseFigures]) -> dict[str, str]:
     """The table's cells: median (p10-p90)."""
-
-    def cell(vals: list[float], fmt: str = "{:.2f}") -> str:
-        v = np.array([x for x in vals if not math.isnan(x)])
-        if v.size == 0:
-            return "-"
-        return (f"{fmt.format(np.median(v))} ({fmt.format(np.percentile(v, 10))}-"
-                f"{fmt.format(np.percentile(v, 90))})")
-
     return {
         "last sound ÷ median mora": cell([r.last_ratio for r in rows]),
         "pitch range p10-p90 (st)": cell([r.pitch_range_st for r in rows]),

@@ -154,7 +154,7 @@ def pack_figures(folder: str, poems: int, pace_s: float) -> None:
     from audio.config import VoiceConfig
     from audio.voices.packshape import ShapeStyle
     from bench.pack_shape import demo_pack, fitted_figures, misses
-    from bench.reading_style import summary
+    from bench.reading_style import cell, summary
 
     cfg = VoiceConfig()
     shape = ShapeStyle(cfg.pack_pause_s, cfg.chant.hold_upper, cfg.chant.hold_lower)
@@ -183,7 +183,8 @@ def pack_figures(folder: str, poems: int, pace_s: float) -> None:
     print(f"  fitted to {pace_s:g} s of speech a poem (pause {shape.pause_s:g} s, held end "
           f"floor {shape.hold_upper:g} / {shape.hold_lower:g} median morae)")
     for v in Verse:
-        cells = {t: summary(rows[v]) for t, (rows, _) in columns.items()}
+        cells = {t: {"median mora (s)": cell([r.median_mora_s for r in rows[v]], "{:.3f}"),
+                     **summary(rows[v])} for t, (rows, _) in columns.items()}
         print(f"  {v.value:<38} " + " ".join(f"{t:<22}" for t in cells))
         for k in cells["reader"]:
             print(f"    {k:<36} " + " ".join(f"{c[k]:<22}" for c in cells.values()))

@@ -158,6 +158,15 @@ def test_pauses_inside_become_the_join_and_the_verse_reaches_its_length(
     assert sum(q >= 0.8 * ratio * 0.21 for q in uniform) == len(phrases) - 1
 
 
+def test_slowed_down_no_stop_is_stretched_into_a_pause() -> None:
+    # 80 ms stops before each mora: stretched 1.4 times they would be pauses of 112 ms
+    x = synthetic_verse(mora_s=0.2, gap_s=0.08)
+    y = render(x, RATE, packshape.fit(x, RATE, 17, 1.4, ShapeStyle(), lower=False))
+    assert y.size / x.size == pytest.approx(1.4, rel=0.01)
+    assert max(silences(y)) < 0.1
+    assert max(silences(packshape.stretch(x, RATE, 1.4))) > 0.1
+
+
 @pytest.mark.parametrize("phrases", [UPPER, LOWER])
 def test_the_held_end_keeps_its_floor_and_the_speech_is_squeezed_less(
         phrases: tuple[int, ...]) -> None:

@@ -28,7 +28,7 @@ deterministic; the stretching is Rubber Band's (`audio.voices.tempo`), one pass 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 import numpy as np
@@ -266,10 +266,11 @@ def held_onset(x: Pcm, rate: int, after: int = 0) -> int:
     return min(x.size, max(after, onset * hop + round(WINDOW_S * rate / 2)))
 
 
-def anatomy(x: Pcm, rate: int, morae: int) -> Anatomy:
-    """A verse's pauses and held end (`morae`: how many it says)."""
+def anatomy(x: Pcm, rate: int, morae: int, min_pause_s: float = PAUSE_S) -> Anatomy:
+    """A verse's pauses (silences of `min_pause_s` or more) and held end (`morae`: how many
+    it says)."""
     a = as_pcm(x)
-    inside = pauses(a, rate)
+    inside = pauses(a, rate, min_pause_s)
     after = inside[-1][1] if inside else 0
     hold = held_onset(a, rate, after)
     body = Anatomy(a.size, tuple(p for p in inside if p[1] <= hold), hold,
@@ -277,6 +278,19 @@ def anatomy(x: Pcm, rate: int, morae: int) -> Anatomy:
     if body.held and body.median_mora < MIN_MORA_S * rate:  # no room left for the morae:
         return Anatomy(a.size, body.pauses, a.size, a.size, morae)  # not a held end
     return body
+
+
+def fit(x: Pcm, rate: int, morae: int, ratio: float, style: ShapeStyle, *, lower: bool) -> Plan:
+    """How the verse `x` (of `morae` morae) is made `ratio` times as long. Slowed down, a
+    silence shorter than `PAUSE_S` (a stop's closure) would become one when the speech is
+    stretched: the silences that would are joined too (found again at the speech's ratio)."""
+    body = anatomy(x, rate, morae, PAUSE_S / max(1.0, ratio))
+    p = plan(body, ratio, rate, style, lower=lower)
+    if p.speech_ratio > max(1.0, ratio):
+        inside = pauses(as_pcm(x), rate, PAUSE_S / p.speech_ratio)
+        body = replace(body, pauses=tuple(q for q in inside if q[1] <= body.hold))
+        p = plan(body, ratio, rate, style, lower=lower)
+    return p
 
 
 def release_onset(x: Pcm, rate: int, hold: int) -> int:

@@ -223,10 +223,8 @@ class PackVoice:
             return x, None
         from audio.voices.pronunciation import morae
 
-        ratio = self._stretch(slot)
-        body = packshape.anatomy(x, self._rate, len(morae(clip.yomi)))
-        return x, packshape.plan(body, ratio, self._rate, self.shape,
-                                 lower=clip.verse is Verse.SHIMO)
+        return x, packshape.fit(x, self._rate, len(morae(clip.yomi)), self._stretch(slot),
+                                self.shape, lower=clip.verse is Verse.SHIMO)
 
     def _stretch(self, slot: str) -> float:
         stretch = self.fit_ratio() / self.speed
