@@ -269,7 +269,7 @@ def _manifest_joka(manifest: Path, value: Any, files: Mapping[str, Path]) -> Jok
     """The manifest's `joka:` (which poem the recorded jokā is); None when it records none."""
     if value is None:
         return None
-    example = "joka: {poem: naniwazu, repeats_lower: false}"
+    example = "{poem: naniwazu, repeats_lower: false}"
     if not isinstance(value, dict):
         raise PackError(f"{manifest}: joka: expected a mapping such as {example}, got {value!r}")
     unknown = sorted(str(k) for k in value if k not in ("poem", "repeats_lower"))
