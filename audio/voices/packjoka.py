@@ -31,9 +31,9 @@ MIN_PAUSE_S: Final = 0.25
 MIN_VERSE_S: Final = 0.5
 # the repeat lasts within this share of the first reading
 SAME_LENGTH: Final = 0.75
-# the repeat's distance to the first reading, at most this share of the upper verse's to the
-# lower verse's (measured on Open JTalk's 難波津, the repeat at another speed and pitch: 0.2-0.3;
-# upper against lower is 1 by construction, different verses of the hundred 0.9-1.1)
+# the repeat's distance to the first reading, at most this share of the upper verse's to
+# either (measured on Open JTalk's 難波津, the repeat said at another speed and pitch: 0.26, in
+# the reader style 0.20; another poem's lower verse in the repeat's place: 0.89-1.26)
 SAME_VERSE: Final = 0.6
 _CANDIDATES: Final = 5  # the longest pauses tried as the two cuts
 _FRAME_MS: Final = 10.0
