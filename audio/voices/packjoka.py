@@ -148,7 +148,8 @@ def dtw_distance(a: F64, b: F64) -> float:
         return math.inf
     a = a - a.mean(axis=0)
     b = b - b.mean(axis=0)
-    cost = np.sqrt(((a[:, None, :] - b[None, :, :]) ** 2).sum(axis=2))
+    squared = (a * a).sum(axis=1)[:, None] + (b * b).sum(axis=1)[None, :] - 2.0 * (a @ b.T)
+    cost = np.sqrt(np.maximum(squared, 0.0))
     n, m = cost.shape
     acc = np.full((n + 1, m + 1), np.inf)
     acc[0, 0] = 0.0
