@@ -52,6 +52,9 @@ class VoiceConfig(Frozen):
     # seconds of speech a poem (upper + lower verse) a pack is time-stretched to, pitch kept;
     # null keeps the reader's own pace (or the pack manifest's pace_s)
     pack_pace_s: Seconds | None = Field(None, ge=1, le=60)
+    # a pack's jokā recorded with its lower verse read twice (Shuffle100's 序歌): false reads
+    # the lower verse once, as the programme reads every other lower verse; true keeps the repeat
+    pack_joka_repeat: bool = False
     # where the recording page (/record) keeps the pack it records
     recording_pack: Path = Path("var/packs/recorded")
     cache_dir: Path = Path("var/cache")
