@@ -25,6 +25,7 @@ from api.routes import (
     holds,
     matches,
     pages,
+    preview,
     recording,
     referees,
     reference,
@@ -69,8 +70,8 @@ change with a rising `seq`; send `{"type": "hold"}`, `{"type": "release"}`, `{"t
 """
 
 TAGS = [
-    {"name": "matches", "description": "a channel's state and its match: prepare, bow, start, "
-     "extra card, close, abort, resume, the log"},
+    {"name": "matches", "description": "a channel's state and its match: a voice's preview, "
+     "prepare, bow, start, extra card, close, abort, resume, the log"},
     {"name": "history", "description": "every match of a channel, and each one's log"},
     {"name": "holds", "description": "referees' hands (rule 10)"},
     {"name": "referees", "description": "joining with the PIN; the PIN, join links and QR"},
@@ -186,8 +187,8 @@ def create_app(
     app.state.listen = listen or (config.server.host, config.server.port)
     install_handlers(app)
     app.include_router(tournaments.pages)  # before pages' /static/{name}: its strings
-    for module in (health, reference, matches, history, holds, referees, speakers, clips, ws,
-                   recording, tournaments, pages):
+    for module in (health, reference, matches, preview, history, holds, referees, speakers,
+                   clips, ws, recording, tournaments, pages):
         app.include_router(module.router)
     # the door, outermost last: a foreign Host, then an oversized body, are refused before
     # any route (or token check) sees the request

@@ -157,7 +157,9 @@ class MatchState(Open):
     timings: dict[str, Any]
     reason: str
     bowed: bool
-    calls: dict[str, str | None] = Field(description="each call's text; null: disabled")
+    calls: dict[str, str | None] = Field(
+        description="each call's text, and the jokā's verses' (prelude_kami, prelude_shimo), "
+        "by their segments' labels; null: disabled")
 
 
 class RefereeState(Open):

@@ -23,7 +23,7 @@ class ChantConfig(Frozen):
 
     # the last mora of an upper / a lower verse, times the verse's median mora (before the
     # release); what it adds to a spoken last mora is taken out of the gap after the verse
-    hold_upper: float = Field(3.7, ge=1, le=12)
+    hold_upper: float = Field(4.0, ge=1, le=12)
     hold_lower: float = Field(4.7, ge=1, le=12)
     release_s: Seconds = Field(0.7, ge=0.05, le=3)  # the held sound fades 40 dB over this long
     vibrato_st: float = Field(0.8, ge=0, le=3)  # peak to peak; 0: none
@@ -57,6 +57,9 @@ class VoiceConfig(Frozen):
     # morae, the rest of the speech stretched) or uniform (one ratio for the whole verse)
     pack_shape: Literal["reader", "uniform"] = "reader"
     pack_pause_s: Seconds = Field(0.06, ge=0, le=0.5)
+    # a pack's jokā recorded with its lower verse read twice (Shuffle100's 序歌): false reads
+    # the lower verse once, as the programme reads every other lower verse; true keeps the repeat
+    pack_joka_repeat: bool = False
     # where the recording page (/record) keeps the pack it records
     recording_pack: Path = Path("var/packs/recorded")
     cache_dir: Path = Path("var/cache")

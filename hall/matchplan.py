@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from audio.config import VoiceConfig, held_s, with_voice_overrides
+from audio.voices.factory import pack_joka
 from hall.config import Config
 from hall.inbox import PrepareMatch
 from reader.config import MatchConfig, merge_overrides, with_match_overrides
 from reader.deck import Deck
 from reader.engine import Engine
 from reader.errors import ConfigError, IllegalMove
+from reader.joka import JOKA_POEMS
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,10 +54,22 @@ def plan_match(p: PrepareMatch, config: Config, *, colors: tuple[str, ...] | Non
     if match_over:
         match_cfg = with_match_overrides(match_cfg, match_over, own_deck=True)
     voice_cfg = with_voice_overrides(config.voice, voice_over)
-    match_cfg = match_cfg.model_copy(update={"held_s": held_s(voice_cfg)})
+    match_cfg = as_read_by(match_cfg, voice_cfg)
     deck_colors = p.colors or (() if p.poems else match_cfg.colors)
     deck = Deck.build(colors=deck_colors, poems=p.poems, seed=p.seed, key=deck_key)
     return MatchPlan(match_cfg, voice_cfg, deck, None)
+
+
+def as_read_by(match: MatchConfig, voice: VoiceConfig) -> MatchConfig:
+    """The match's settings as `voice` reads them: the held last sounds of its style come out
+    of the gaps (audio.config.held_s), and a pack that reads a jokā of its own (Shuffle100's
+    難波津) shows that poem's text for the jokā, not the configured one's."""
+    update: dict[str, Any] = {"held_s": held_s(voice)}
+    joka = JOKA_POEMS.get(pack_joka(voice) or "")
+    if joka is not None:
+        update["prelude"] = match.prelude.model_copy(
+            update={"kami": joka.kami, "shimo": joka.shimo})
+    return match.model_copy(update=update)
 
 
 def _replay_of_last(p: PrepareMatch, last: Engine | None, last_voice: VoiceConfig) -> MatchPlan:

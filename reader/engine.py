@@ -183,6 +183,9 @@ class Engine(Holds):
             "bow_call": m.bow_call.text if m.bow_call.enabled else None,
             "memorise_call": m.memorise_call.text,
             "prelude_intro": m.prelude.intro.text if m.prelude.enabled else None,
+            # the jokā's verses by their segments' labels: the pages show what is read
+            "prelude_kami": m.prelude.kami.text if m.prelude.enabled else None,
+            "prelude_shimo": m.prelude.shimo.text if m.prelude.enabled else None,
             "extra_call": m.extra_call.text if m.extra_call.enabled else None,
             "again_call": m.again_call.text if m.again_call.enabled else None,
             "end_call": m.end_call.text if m.end_call.enabled else None,

@@ -74,7 +74,9 @@ class Snapshot:
     timings: dict[str, Any]
     reason: str  # why the match was aborted, if it was
     bowed: bool  # the bow call has been read alone (Start then begins with the memorisation call)
-    calls: dict[str, str | None]  # each call's text (bow_call, ..., move_call); None: disabled
+    # each call's text (bow_call, ..., move_call) and the jokā's (prelude_kami, prelude_shimo),
+    # by their segments' labels; None: disabled
+    calls: dict[str, str | None]
 
     def to_dict(self) -> dict[str, Any]:
         def conv(v: Any) -> Any:

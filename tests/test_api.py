@@ -160,6 +160,7 @@ ENDPOINTS = [
     ("GET", "/api/channels/main/pin", None, "operator"),
     ("GET", "/api/channels/main/qr.svg", None, "operator"),
     ("GET", "/api/channels/main/match/log", None, "operator"),
+    ("GET", "/api/channels/main/voice/preview", None, "operator"),
     ("PUT", "/api/channels/main/holds/@operator", None, "operator"),
     ("DELETE", "/api/channels/main/holds/@operator", None, "operator"),
     ("PUT", "/api/channels/main/holds/{me}", None, "referee"),

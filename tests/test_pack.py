@@ -14,6 +14,7 @@ from audio.errors import PackError, VoiceError
 from audio.pcm import loudness_lufs, peak
 from audio.voices.factory import make_voice
 from audio.voices.pack import (
+    CALLS,
     PackLayout,
     describe_missing,
     read_pack,
@@ -135,6 +136,16 @@ def test_a_manifest_maps_verses_and_calls(tmp_path: Path) -> None:
     ("files:\n  '001/kami': 3\n", r"files\.001/kami: expected a file name, got 3"),
     ("files:\n  '001/kami': notes.txt\n", r"files\.001/kami: 'notes\.txt' is not an audio"),
     ("files:\n  '001/kami': gone.wav\n", r"files\.001/kami: no such file 'gone\.wav' in"),
+    ("files: {'000/kami': a.wav}\njoka: naniwazu\n",
+     r"yomite-pack\.yaml: joka: expected a mapping such as \{poem: naniwazu"),
+    ("files: {'000/kami': a.wav}\njoka: {poem: tokai}\n",
+     r"joka\.poem: 'tokai' is not a jokā yomite knows; use one of: naniwazu \(難波津に\.\.\.\), "
+     r"or leave joka out"),
+    ("files: {'000/kami': a.wav}\njoka: {poem: naniwazu, repeats_lower: twice}\n",
+     r"joka\.repeats_lower: true \(000/shimo reads the lower verse twice\) or false, not "
+     r"'twice'"),
+    ("files: {'000/kami': a.wav}\njoka: {poem: naniwazu, repeat: true}\n",
+     r"joka\.repeat: unknown key; allowed keys: poem, repeats_lower"),
 ])
 def test_manifest_errors_name_file_and_field(tmp_path: Path, text: str, message: str) -> None:
     folder = manifest(tmp_path / "m", text)
@@ -289,3 +300,32 @@ def test_a_manifest_that_links_out_of_the_pack_is_refused(tmp_path: Path) -> Non
     write_wav(folder / "a.wav", recording(1, Verse.KAMI), RATE)
     with pytest.raises(PackError, match=r"yomite-pack\.yaml: points outside the pack's folder"):
         read_pack(folder)
+
+
+@pytest.mark.parametrize("layout", ["wasuramoti", "shuffle100"])
+def test_calls_recorded_as_files_are_played_instead_of_the_fallback(tmp_path: Path,
+                                                                    layout: str) -> None:
+    folder = (wasuramoti if layout == "wasuramoti" else shuffle100)(tmp_path / "p")
+    write_wav(folder / "end_call.wav", recording(99, Verse.KAMI), RATE)
+    write_wav(folder / "call-memorise_call.m4a.wav", recording(98, Verse.KAMI), RATE)  # no call
+    write_wav(folder / "call-memorise_call.wav", recording(97, Verse.KAMI), RATE)
+    fallback = CountingVoice(rate=48000)
+    voice = PackVoice(folder, 48000, fallback=fallback)
+    assert dominant_hz(voice.render(call("end_call")), 48000) == pytest.approx(893, abs=4)
+    said = voice.render(call("memorise_call", "ふだをおぼえてください"))
+    assert dominant_hz(said, 48000) == pytest.approx(879, abs=4)
+    assert fallback.total == 0
+    voice.render(call("prelude_intro", "ごよういよければ"))
+    assert fallback.total == 1  # not recorded: the fallback says it
+    assert "calls: end_call, memorise_call recorded; others from counting" in voice.describe()
+    write_wav(folder / "call-end_call.wav", recording(99, Verse.KAMI), RATE)
+    with pytest.raises(PackError, match=r"call-end_call\.wav and end_call\.wav both record the "
+                                        r"call end_call; keep one"):
+        read_pack(folder)
+
+
+def test_the_calls_a_pack_records_are_the_calls_of_the_programme() -> None:
+    from audio.voices.recording import slots
+    from reader.config import MatchConfig
+
+    assert set(CALLS) == {s.name for s in slots(MatchConfig()) if s.kind == "call"}

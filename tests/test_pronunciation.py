@@ -9,8 +9,9 @@ import pyopenjtalk
 import pytest
 
 from audio.voices import pronunciation
+from audio.voices.kana import katakana
 from audio.voices.openjtalk import clip_readings
-from audio.voices.pronunciation import Reading, dictionary_labels, katakana, label_morae, read
+from audio.voices.pronunciation import Reading, dictionary_labels, label_morae, read
 from audio.voices.recording import spoken_clips
 from reader.clip import Clip, ClipKind, Verse
 from reader.config import MatchConfig

@@ -119,6 +119,9 @@ def test_a_reader_records_verses_and_a_match_reads_them(
         expect(page.locator("#progress-text")).to_have_text("1 / 40 録音済み")
         # played back, then recorded again: still one take for the slot
         page.click("#btn-play")
+        # the take really plays (a page policy without media-src blob: refused it silently)
+        page.wait_for_function("() => ['playing', 'ended'].includes("
+                               "document.querySelector('#btn-play').dataset.state)")
         page.wait_for_function("() => document.querySelector('#btn-record').textContent"
                                " === '録り直す'")
         record_take(page)

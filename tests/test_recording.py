@@ -130,6 +130,29 @@ def test_only_the_operator_records_and_slots_are_checked(client: TestClient) -> 
     assert client.get("/record").status_code == 200
 
 
+def test_a_call_recorded_on_the_page_is_read_from_the_pack_not_the_fallback(
+    client: TestClient, tmp_path: Path,
+) -> None:
+    from audio.voices.packvoice import PackVoice
+    from reader.clip import Clip, ClipKind
+
+    from .voice_fakes import CountingVoice
+
+    calls = [s["slot"] for s in client.get("/api/recording", headers=OP).json()["slots"]
+             if s["kind"] == "call"]
+    assert "call/end_call" in calls and "call/memorise_call" in calls
+    assert put(client, "call/end_call", take(520)).status_code == 200
+    assert put(client, f"{BLUE[0]:03d}/kami", take(300)).status_code == 200
+    pack = read_pack(tmp_path / "rec")
+    assert pack.files["call/end_call"].name == "call-end_call.flac"
+    fallback = CountingVoice(rate=RATE)
+    voice = PackVoice(tmp_path / "rec", RATE, fallback=fallback, strict=False)
+    thanks = voice.render(Clip(ClipKind.CALL, "ありがとうございました", "ありがとうございました",
+                               name="end_call"))
+    assert dominant_hz(thanks, RATE) == pytest.approx(520, abs=3) and fallback.total == 0
+    assert "calls: end_call recorded" in voice.describe()
+
+
 def test_a_pack_in_progress_reads_the_colours_it_completes(tmp_path: Path) -> None:
     folder = tmp_path / "rec"
     rec = RecordingPack(folder, MatchConfig())

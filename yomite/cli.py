@@ -99,6 +99,7 @@ async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int
     from audio.output.sink import NullSink, WallClock
     from audio.voices.factory import make_voice
     from hall.inbox import PrepareMatch
+    from hall.matchplan import as_read_by
     from hall.runtime import ChannelRuntime
     from hall.states import ChannelState
     from reader.events import OPERATOR, Abort, Close, ExtraCard, Hold, Release, Start
@@ -118,7 +119,7 @@ async def _live(cfg: Config, args: argparse.Namespace, *, speakers: bool) -> int
         clock = _ScaledClock(args.speed) if args.speed != 1 else WallClock()
         sink = NullSink(cfg.audio.rate, clock)
         print(f"dry run: no sound, {voice.name} durations, x{args.speed:g} speed")
-    m = cfg.match
+    m = as_read_by(cfg.match, voice_cfg)  # a pack's own jokā shows its own text
     texts = {"bow_call": m.bow_call.text, "memorise_call": m.memorise_call.text,
              "prelude_intro": m.prelude.intro.text, "prelude_kami": m.prelude.kami.text,
              "prelude_shimo": m.prelude.shimo.text, "extra_call": m.extra_call.text,

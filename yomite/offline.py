@@ -10,10 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from audio.config import held_s
 from audio.output.filesink import FileSink
 from audio.voices.factory import make_voice
 from hall.config import Config
+from hall.matchplan import as_read_by
 from hall.playout import carry_out
 from hall.voices import check_voice_covers
 from reader.clip import Clip
@@ -50,8 +50,9 @@ def render_match(
     The timeline's frames are the file's sample positions: they agree to the sample.
     """
     match = with_match_overrides(cfg.match, overrides or {})
-    # the voice's held last sounds come out of the gaps, as on a channel (hall.matchplan)
-    match = match.model_copy(update={"held_s": held_s(cfg.voice)})
+    # the voice's held last sounds come out of the gaps, and a pack's own jokā shows its text,
+    # as on a channel
+    match = as_read_by(match, cfg.voice)
     deck = Deck.build(colors=colors or (() if poems else match.colors), poems=poems, seed=seed)
     rate = cfg.audio.rate
     voice = make_voice(cfg.voice, rate)
@@ -116,8 +117,9 @@ def render_voices(cfg: Config, *, colors: tuple[str, ...], progress: Progress | 
     voice = make_voice(cfg.voice, cfg.audio.rate)
     cols = {parse_color(c) for c in colors} if colors else None
     nos = [p.no for p in all_poems() if cols is None or p.color in cols]
-    segs = build_programme(cfg.match, nos, len(nos))
-    every = [*call_clips(cfg.match), *(s.clip for s in segs if s.clip is not None)]
+    match = as_read_by(cfg.match, cfg.voice)  # the clips a channel asks for, texts included
+    segs = build_programme(match, nos, len(nos))
+    every = [*call_clips(match), *(s.clip for s in segs if s.clip is not None)]
     clips = list({c.key: c for c in every}.values())
     t0 = time.perf_counter()
     voice.prefetch(clips, progress)

@@ -26,7 +26,8 @@
     basePick: $("base-pick"), joinBase: $("join-base"),
     refCount: $("ref-count"), referees: $("referees"), csv: $("csv"), cardRows: $("card-rows"), reveal: $("reveal"),
     output: $("output"), audio: $("audio"), newPin: $("new-pin"), history: $("history"), replay: $("replay"), presetPicks: $("preset-picks"),
-    presetSets: $("preset-sets"), lower: $("lower"), speed: $("speed"), style: $("style"), gapVerses: $("gap-verses"),
+    presetSets: $("preset-sets"), lower: $("lower"), speed: $("speed"), style: $("style"),
+    stylePreview: $("style-preview"), gapVerses: $("gap-verses"),
     recorded: $("recorded"), recordedBox: $("recorded-box"), recordedCount: $("recorded-count"),
     gapCards: $("gap-cards"), gapRepeat: $("gap-repeat"), poemPicks: $("poem-picks"),
     poemCount: $("poem-count"), poemsClear: $("poems-clear"), volume: $("volume"),
@@ -982,6 +983,74 @@
   });
 
   ui.csv.addEventListener("click", () => download("/match/log?format=csv", `${ch}-match.csv`));
+
+  // ------------------------------------------------------------------ the voice's preview
+  // The jokā (never a card) read in the chosen style and speed, played on this page alone
+  // through Web Audio: the token goes in a header, and the page's policy lets no blob: media
+  let previewCtx = null;
+  let previewSrc = null;
+  let previewRun = 0; // a press while one loads or plays stops it
+
+  function previewState(s) {
+    ui.stylePreview.dataset.state = s;
+    ui.stylePreview.textContent = t(s === "loading" || s === "playing" ? "preview_stop" : "preview");
+  }
+
+  function stopPreview() {
+    previewRun += 1;
+    if (previewSrc) {
+      previewSrc.onended = null;
+      previewSrc.stop();
+      previewSrc = null;
+    }
+    previewState("");
+  }
+
+  async function playPreview() {
+    if (["loading", "playing"].includes(ui.stylePreview.dataset.state)) {
+      stopPreview();
+      return;
+    }
+    const run = ++previewRun;
+    try {
+      const q = new URLSearchParams();
+      if (ui.style.value) q.set("style", ui.style.value); // none: the configured style
+      const speed = num(ui.speed, { min: 0.25, max: 3 });
+      if (speed !== null) q.set("speed", String(speed));
+      if (!previewCtx) previewCtx = new (window.AudioContext || window.webkitAudioContext)();
+      const resumed = previewCtx.resume(); // within the press: the browser lets it sound
+      previewState("loading");
+      const query = q.toString();
+      const res = await Y.api("GET", chPath(`/voice/preview${query ? `?${query}` : ""}`),
+        { token, raw: true });
+      const data = await res.arrayBuffer();
+      let buffer;
+      try {
+        await resumed;
+        buffer = await previewCtx.decodeAudioData(data);
+      } catch (e) {
+        throw new Error(t("preview_failed", { why: (e && (e.message || e.name)) || String(e) }));
+      }
+      if (run !== previewRun) return; // stopped while it loaded
+      const src = previewCtx.createBufferSource();
+      src.buffer = buffer;
+      src.connect(previewCtx.destination);
+      src.onended = () => {
+        if (previewSrc !== src) return;
+        previewSrc = null;
+        ui.stylePreview.dataset.played = buffer.duration.toFixed(2);
+        previewState("done");
+      };
+      previewSrc = src;
+      src.start();
+      previewState("playing");
+    } catch (e) {
+      if (run === previewRun) previewState("");
+      Y.showError(e);
+    }
+  }
+
+  ui.stylePreview.addEventListener("click", playPreview);
 
   // the hold durations tick while the hall waits
   setInterval(() => {

@@ -256,7 +256,12 @@
       const url = URL.createObjectURL(await res.blob());
       if (player) player.pause();
       player = new Audio(url);
-      player.addEventListener("ended", () => URL.revokeObjectURL(url));
+      ui.play.dataset.state = "loading";
+      player.addEventListener("playing", () => { ui.play.dataset.state = "playing"; });
+      player.addEventListener("ended", () => {
+        ui.play.dataset.state = "ended";
+        URL.revokeObjectURL(url);
+      });
       await player.play();
     } catch (e) {
       Y.showError(e);

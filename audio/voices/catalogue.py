@@ -15,7 +15,8 @@ from audio.codec import decode, encode
 from audio.config import VoiceConfig, VoiceEngine
 from audio.errors import PackError, VoiceError
 from audio.pcm import trim_noise
-from audio.voices.pack import MANIFEST, covered_colours, describe_missing, read_pack, split_at_pause
+from audio.voices.pack import MANIFEST, covered_colours, describe_missing, read_pack
+from audio.voices.packjoka import JokaCut, cut_one_file
 from audio.voices.voice import Progress, RenderedVoice
 from reader.clip import Clip
 
@@ -153,7 +154,8 @@ def import_pack(
     """Copy the pack in `src` (any layout) to `dst_root/<pack name>/` in the manifest layout,
     transcoded to `fmt` at `rate`; returns the new folder. An existing folder is not touched.
 
-    A one-file jokā (Shuffle100's 序歌) is split at its pause into its two verses. The manifest
+    A one-file jokā (Shuffle100's 序歌) is cut into its two verses where `packjoka` hears them,
+    the lower verse with its repeat if it has one (the manifest's `joka` says so). The manifest
     records each slot's speech length (trimmed on the recording's noise floor), so fitting the
     pack to a pace needs no pass over its files."""
     pack = read_pack(src)
@@ -165,13 +167,16 @@ def import_pack(
     shutil.rmtree(partial, ignore_errors=True)
     files: dict[str, str] = {}
     speech: dict[str, float] = {}
-    halves: dict[Path, tuple[np.ndarray, np.ndarray]] = {}
+    cuts: dict[Path, tuple[np.ndarray, JokaCut]] = {}
     try:
         for i, (slot, path) in enumerate(sorted(pack.files.items())):
             if slot.startswith("000/") and pack.one_file_joka():
-                if path not in halves:
-                    halves[path] = split_at_pause(decode(path, rate), rate)
-                x = halves[path][0 if slot.endswith("kami") else 1]
+                if path not in cuts:
+                    whole = decode(path, rate)
+                    cuts[path] = whole, cut_one_file(whole, rate)
+                whole, cut = cuts[path]
+                # the lower verse keeps its repeat: the manifest says so, the reading cuts it
+                x = whole[: cut.upper_end] if slot.endswith("kami") else whole[cut.upper_end:]
             else:
                 x = decode(path, rate)
             if not slot.startswith("call/"):
@@ -187,6 +192,9 @@ def import_pack(
         manifest: dict[str, object] = {"name": pack.name, "files": files, "speech_s": speech}
         if pack.pace_s is not None:
             manifest["pace_s"] = pack.pace_s
+        if pack.joka is not None and pack.joka.poem is not None:
+            repeats = pack.joka.repeats_lower or any(c.repeats_lower for _, c in cuts.values())
+            manifest["joka"] = {"poem": pack.joka.poem, "repeats_lower": repeats}
         (partial / MANIFEST).write_text(
             yaml.safe_dump(manifest, allow_unicode=True, sort_keys=True), "utf-8"
         )

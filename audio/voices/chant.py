@@ -37,13 +37,18 @@ UNVOICED: Final = frozenset({"k", "ky", "s", "sh", "t", "ts", "ch", "h", "hy", "
                              "cl", "A", "I", "U", "E", "O"}) | SILENT
 ST: Final = math.log(2.0) / 12.0  # one semitone in natural log-F0
 RELEASE_DB: Final = 40.0  # the release's fade, over release_s, linear in dB
+# a held sound is levelled to no quieter than this below the phrase's peak; a held ン (a hum
+# through the nose, some 13 dB under the vowel before it as synthesised) to this: a reader's
+# held ン carries as a vowel does, and at -18 dB its release sank into the vowel's level
+HELD_FLOOR_DB: Final = -18.0
+HELD_N_FLOOR_DB: Final = -10.0
 
 
 @dataclass(frozen=True, slots=True)
 class ChantStyle:
     """How the `reader` style reads (voice.chant in config.yaml)."""
 
-    hold_upper: float = 3.7  # the last mora of an upper verse, times the verse's median mora
+    hold_upper: float = 4.0  # the last mora of an upper verse, times the verse's median mora
     hold_lower: float = 4.7  # of a lower verse
     release_s: float = 0.7  # then faded out over this long (-40 dB)
     vibrato_st: float = 0.8  # peak to peak, on the held sound (0: none)
@@ -237,12 +242,13 @@ def held_end(x: np.ndarray, vp: VersePlan, style: ChantStyle, hts: Hts) -> np.nd
     copies = [i for i in range(first, vowel) if p.natural[i] == 0]
     v0 = sum(p.frames[:copies[0] - 1]) * f  # where the vowel begins
     v1 = sum(p.frames[:vowel]) * f  # where its own decay begins
-    x = level(x, hts.rate, v0, v1)
+    nasal = quinphone(p.labels[vowel])[0][2] == "N"
+    x = level(x, hts.rate, v0, v1, HELD_N_FLOOR_DB if nasal else HELD_FLOOR_DB)
     x = vibrato(x, hts.rate, v0 + round(style.vibrato_delay_s * hts.rate), v1, style)
     return release(x, v1 - vp.release_frames * f, v1)
 
 
-def level(x: np.ndarray, rate: int, start: int, stop: int, floor_db: float = -18.0,
+def level(x: np.ndarray, rate: int, start: int, stop: int, floor_db: float = HELD_FLOOR_DB,
           window_s: float = 0.02) -> np.ndarray:
     """`x` with its held sound from `start` to `stop` at one level: each 20 ms brought to the
     stretch's median RMS (or to `floor_db` below the phrase's peak where that is quieter: a

@@ -7,7 +7,7 @@ import logging
 from typing import assert_never
 
 from audio.config import VoiceConfig, VoiceEngine
-from audio.errors import VoiceError
+from audio.errors import PackError, VoiceError
 from audio.voices.voice import EstimateVoice, RenderedVoice, Voice
 
 log = logging.getLogger(__name__)
@@ -17,7 +17,7 @@ def make_voice(voice_cfg: VoiceConfig, rate: int) -> RenderedVoice:
     """The configured voice, cached under `voice_cfg.cache_dir` (no disk cache for `estimate`).
 
     For `pack`, calls (the memorisation call, the prelude intro, the end call) come from Open
-    JTalk unless the pack's manifest maps them, since recorded packs hold only the poems; the
+    JTalk unless the pack records them (a manifest's `call/<name>`, a `call-<name>` file); the
     same Open JTalk voice reads poems the pack lacks when `pack_fallback` is true. A pack that
     covers only some poems is accepted: `lacks` tells which decks it cannot read.
     """
@@ -46,10 +46,26 @@ def make_voice(voice_cfg: VoiceConfig, rate: int) -> RenderedVoice:
                 fallback=_openjtalk(cfg, rate), fallback_for_missing=cfg.pack_fallback,
                 strict=False, speed=cfg.speed, pace_s=cfg.pack_pace_s,
                 shape=shape if cfg.pack_shape == "reader" else None,
+                joka_repeat=cfg.pack_joka_repeat,
             )
             return RenderedVoice(pack, cfg.cache_dir)
         case _:
             assert_never(cfg.engine)
+
+
+def pack_joka(cfg: VoiceConfig) -> str | None:
+    """The poem (a key of reader.joka.JOKA_POEMS) a pack voice reads as its jokā, when the pack
+    records its own and says which (Shuffle100's 序歌 is 難波津); None for every other voice,
+    and for a pack that cannot be read (making the voice says why)."""
+    if cfg.engine is not VoiceEngine.PACK or cfg.pack is None:
+        return None
+    from audio.voices.pack import read_pack
+
+    try:
+        joka = read_pack(cfg.pack).joka
+    except PackError:
+        return None
+    return None if joka is None else joka.poem
 
 
 def _openjtalk(cfg: VoiceConfig, rate: int) -> Voice:

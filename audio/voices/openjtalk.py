@@ -19,7 +19,7 @@ with contextlib.redirect_stdout(io.StringIO()):
 
 from audio.errors import VoiceError
 from audio.pcm import Pcm, resample, silence, trim_bounds, trim_silence
-from audio.voices import pronunciation
+from audio.voices import kana
 from audio.voices.chant import ChantStyle, chant, held_end, held_phonemes, lf0_target, morae, plan
 from audio.voices.hts import Hts
 from audio.voices.readings import clip_readings
@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 _INT16_SCALE: Final = 32768.0
 RELEASE_TRIM_DB: Final = -55.0  # where a chanted verse's end is trimmed, re its peak
 JOIN_TRIM_DB: Final = -35.0  # where its phrases are trimmed to meet
-katakana = pronunciation.katakana
+katakana = kana.katakana
 
 
 def spoken_kana(phrase: str) -> str:
@@ -80,7 +80,7 @@ class OpenJTalkVoice:
             "engine": "openjtalk",
             "version": metadata.version("pyopenjtalk-plus"),
             "hts_voice": pyopenjtalk.DEFAULT_HTS_VOICE.rsplit(b"/", 1)[-1].decode(),
-            "reading": "text-accent-yomi-morae",
+            "reading": "text-accent-yomi-morae-classical-words",
             "rate": rate,
             **speed_params(speed),
             "pitch": pitch,

@@ -11,26 +11,32 @@ Three layouts are recognised, the first that fits:
         "001/shimo": 001-2.flac
         "000/kami": joka-1.flac # 000 is the jokā (prelude)
         "call/end_call": thanks.flac
+      joka: {poem: naniwazu}    # optional: the jokā recorded is 難波津
 
 - **Wasuramoti**: `<reader>_<NNN>_<1|2>.<ext>`, NNN 001..100 and 000 for the jokā, 1 the upper
   and 2 the lower verse (`inaba_001_1.ogg`).
 - **Shuffle100**: `<NNN>a.<ext>` / `<NNN>b.<ext>` for upper and lower verse; the jokā is
-  `000a`/`000b`, `joka_a`/`joka_b`, or one file for both verses, `序歌` (or `joka`), split at
-  its longest pause.
+  `000a`/`000b`, `joka_a`/`joka_b`, or one file for both verses, `序歌` (or `joka`): in that
+  app's convention 難波津 with its lower verse read twice (`audio.voices.packjoka` hears whether
+  it is, and where to cut).
+
+In the Wasuramoti and Shuffle100 layouts a call is a file named after it, `call-<name>.<ext>` or
+`<name>.<ext>`, for the names in CALLS (`end_call.m4a`: ありがとうございました).
 
 Files may be wav, flac, ogg/opus, webm, m4a, mp3 or aac (`codec.CONTAINERS`, told from their
 content), each at most `codec.MAX_DECODE_S` long. Every file is inside the pack's folder: a
 manifest path that is absolute or climbs out (`..`), or a link (to a file or a folder) that points
-elsewhere, is refused, naming the entry. Packs hold poems, not
-calls: a call (the memorisation call, the prelude intro, the end call) and the jokā, when the
-pack does not record them, come from the fallback voice (the manifest maps calls as
-`call/<name>`). A pack may cover only some poems (a pack being recorded): it reads any match
-whose deck it covers (`lacks` says which poems of a deck it cannot read, and the match is
-refused), unless `fallback_for_missing` lets the fallback voice read those.
+elsewhere, is refused, naming the entry. A call (the memorisation call, the prelude intro, the
+end call...) and the jokā that the pack does not record come from the fallback voice. A pack may
+cover only some poems (a pack being recorded): it reads any match whose deck it covers (`lacks`
+says which poems of a deck it cannot read, and the match is refused), unless
+`fallback_for_missing` lets the fallback voice read those.
 
 A manifest may also say `pace_s`, the seconds of speech a poem (upper plus lower verse) the pack
-is fitted to, and `speech_s`, each slot's measured speech length (written by import and the
-recording page, so fitting needs no pass over the files).
+is fitted to, `speech_s`, each slot's measured speech length (written by import and the
+recording page, so fitting needs no pass over the files), and `joka`, which poem its jokā is
+(`poem: naniwazu`, reader.joka.JOKA_POEMS) and whether its `000/shimo` reads the lower verse
+twice (`repeats_lower: true`).
 
 The voice that reads a pack is `audio.voices.packvoice`'s.
 """
@@ -47,17 +53,24 @@ import yaml
 
 from audio.codec import DECODABLE
 from audio.errors import PackError, VoiceError
-from audio.pcm import Pcm, as_pcm
+from audio.voices.packjoka import JokaInfo
 from reader.clip import Clip, ClipKind, Verse
+from reader.joka import JOKA_POEMS
 
 MANIFEST: Final = "yomite-pack.yaml"
 POEMS: Final = range(0, 101)  # 0 is the jokā
+# the calls a pack may record (reader.programme names its call clips so)
+CALLS: Final = ("bow_call", "memorise_call", "prelude_intro", "extra_call", "again_call",
+                "end_call", "move_call")
 
 _EXT = r"\.(?P<ext>[A-Za-z0-9]+)"
 _WASURAMOTI = re.compile(rf"(?P<reader>.+)_(?P<no>\d{{3}})_(?P<half>[12]){_EXT}")
 _SHUFFLE100 = re.compile(rf"(?P<no>\d{{3}})(?P<half>[ab]){_EXT}", re.IGNORECASE)
 _SHUFFLE100_JOKA = re.compile(rf"joka[_-]?(?P<half>[ab]){_EXT}", re.IGNORECASE)
 _SHUFFLE100_JOKA_ONE = re.compile(rf"(?:序歌|joka){_EXT}", re.IGNORECASE)
+_CALL_FILE = re.compile(rf"(?:call-)?(?P<call>{'|'.join(CALLS)}){_EXT}")
+# Shuffle100's one-file jokā is 難波津, read upper, lower, lower again
+_SHUFFLE100_JOKA_POEM: Final = "naniwazu"
 _SLOT = re.compile(r"(?P<no>\d{3})/(?P<verse>kami|shimo)|call/(?P<call>[a-z][a-z0-9_]*)")
 _HALF: Final = {"1": Verse.KAMI, "2": Verse.SHIMO, "a": Verse.KAMI, "b": Verse.SHIMO}
 
@@ -94,6 +107,8 @@ class Pack:
     files: Mapping[str, Path]
     pace_s: float | None = None
     speech_s: Mapping[str, float] | None = None
+    # what its jokā is (None: the pack records none, or does not say which poem it is)
+    joka: JokaInfo | None = None
 
     def missing(self) -> list[tuple[int, Verse]]:
         return [(n, v) for n in POEMS for v in Verse if verse_slot(n, v) not in self.files]
@@ -183,7 +198,7 @@ def read_pack(folder: Path) -> Pack:
                 f"({', '.join(readers)}): put each reader in its own folder"
             )
         files = _index(folder, [(p, int(m["no"]), _HALF[m["half"]]) for p, m in wasuramoti])
-        return Pack(folder, PackLayout.WASURAMOTI, readers[0], files)
+        return Pack(folder, PackLayout.WASURAMOTI, readers[0], _with_calls(folder, files, audio))
     if shuffle:
         entries = [
             (p, int(m.groupdict().get("no") or 0), _HALF[m["half"].lower()]) for p, m in shuffle
@@ -196,7 +211,9 @@ def read_pack(folder: Path) -> Pack:
                     "keep one"
                 )
             entries += [(joka_one[0], 0, v) for v in Verse]
-        return Pack(folder, PackLayout.SHUFFLE100, folder.name, _index(folder, entries))
+        return Pack(folder, PackLayout.SHUFFLE100, folder.name,
+                    _with_calls(folder, _index(folder, entries), audio),
+                    joka=JokaInfo(_SHUFFLE100_JOKA_POEM) if joka_one else None)
     raise PackError(
         f"voice pack {folder} holds no recordings yomite recognises: expected "
         f"<reader>_001_1.ogg (Wasuramoti), 001a.m4a (Shuffle100) or a {MANIFEST} manifest"
@@ -234,6 +251,45 @@ def _index(folder: Path, entries: list[tuple[Path, int, Verse]]) -> dict[str, Pa
     return files
 
 
+def _with_calls(folder: Path, files: dict[str, Path], audio: list[Path]) -> dict[str, Path]:
+    """`files` with the calls among `audio` (`end_call.m4a`, `call-end_call.m4a`)."""
+    for path in audio:
+        m = _CALL_FILE.fullmatch(path.name)
+        if m is None:
+            continue
+        slot = call_slot(m["call"])
+        if slot in files:
+            raise PackError(f"voice pack {folder}: {files[slot].name} and {path.name} both "
+                            f"record the call {m['call']}; keep one")
+        files[slot] = path
+    return files
+
+
+def _manifest_joka(manifest: Path, value: Any, files: Mapping[str, Path]) -> JokaInfo | None:
+    """The manifest's `joka:` (which poem the recorded jokā is); None when it records none."""
+    if value is None:
+        return None
+    example = "{poem: naniwazu, repeats_lower: false}"
+    if not isinstance(value, dict):
+        raise PackError(f"{manifest}: joka: expected a mapping such as {example}, got {value!r}")
+    unknown = sorted(str(k) for k in value if k not in ("poem", "repeats_lower"))
+    if unknown:
+        raise PackError(f"{manifest}: joka.{unknown[0]}: unknown key; allowed keys: poem, "
+                        "repeats_lower")
+    poem = value.get("poem")
+    if not isinstance(poem, str) or poem not in JOKA_POEMS:
+        known = ", ".join(f"{k} ({j.kami.text.split()[0]}...)" for k, j in JOKA_POEMS.items())
+        raise PackError(f"{manifest}: joka.poem: {poem!r} is not a jokā yomite knows; use "
+                        f"one of: {known}, or leave joka out to show the configured jokā")
+    repeats = value.get("repeats_lower", False)
+    if not isinstance(repeats, bool):
+        raise PackError(f"{manifest}: joka.repeats_lower: true (000/shimo reads the lower "
+                        f"verse twice) or false, not {repeats!r}")
+    if any(verse_slot(0, v) not in files for v in Verse):
+        return None  # the recording page may have taken the jokā out again
+    return JokaInfo(poem, repeats)
+
+
 def _read_manifest(folder: Path, manifest: Path) -> Pack:
     try:
         data: Any = yaml.safe_load(manifest.read_text("utf-8"))
@@ -243,7 +299,7 @@ def _read_manifest(folder: Path, manifest: Path) -> Pack:
         raise PackError(f"{manifest}: not valid YAML: {e}") from None
     if not isinstance(data, dict):
         raise PackError(f"{manifest}: the top level must be a mapping with a 'files' key")
-    allowed = ("name", "files", "pace_s", "speech_s")
+    allowed = ("name", "files", "pace_s", "speech_s", "joka")
     unknown = sorted(str(k) for k in data if k not in allowed)
     if unknown:
         raise PackError(f"{manifest}: {unknown[0]}: unknown key; allowed keys: "
@@ -275,8 +331,7 @@ def _read_manifest(folder: Path, manifest: Path) -> Pack:
         if m is None:
             raise PackError(
                 f"{where}: unknown slot; use \"NNN/kami\" or \"NNN/shimo\" (NNN 000-100, "
-                "000 the jokā) or \"call/<name>\" (bow_call, memorise_call, prelude_intro, "
-                "extra_call, again_call, end_call, move_call)"
+                f"000 the jokā) or \"call/<name>\" ({', '.join(CALLS)})"
             )
         if m["no"] is not None and int(m["no"]) not in POEMS:
             raise PackError(f"{where}: poem {int(m['no'])} is outside 000-100")
@@ -297,7 +352,8 @@ def _read_manifest(folder: Path, manifest: Path) -> Pack:
         files[str(slot)] = path
     return Pack(folder, PackLayout.MANIFEST, name.strip(), files,
                 None if pace is None else float(pace),
-                {str(k): float(v) for k, v in speech.items()} or None)
+                {str(k): float(v) for k, v in speech.items()} or None,
+                _manifest_joka(manifest, data.get("joka"), files))
 
 
 def covered_colours(pack: Pack) -> list[str]:
@@ -308,31 +364,3 @@ def covered_colours(pack: Pack) -> list[str]:
     for p in all_poems():
         by_colour.setdefault(p.color.value, []).append(p.no)
     return [c for c, nos in by_colour.items() if not pack.lacks(nos)]
-
-
-def split_at_pause(x: Pcm, rate: int, frame_ms: float = 10.0) -> tuple[Pcm, Pcm]:
-    """One recording of two verses (a jokā in one file) cut at its longest quiet stretch in
-    the middle three fifths: the upper verse, the lower verse. PackError if there is none."""
-    a = as_pcm(x)
-    n = max(1, round(frame_ms * rate / 1000.0))
-    frames = a[: a.size // n * n].astype("float64").reshape(-1, n)
-    if frames.shape[0] < 10:
-        raise PackError("the recording is too short to hold two verses")
-    rms = (frames**2).mean(axis=1) ** 0.5
-    loud = float(rms.max())
-    floor = float(sorted(rms)[len(rms) // 10])
-    quiet = rms <= max(floor * 4.0, loud * 10 ** (-30 / 20))
-    lo, hi = len(rms) // 5, len(rms) * 4 // 5
-    best, best_len, run_start = None, 0, None
-    for i in range(lo, hi + 1):
-        if i < hi and quiet[i]:
-            run_start = i if run_start is None else run_start
-            continue
-        if run_start is not None:
-            if i - run_start > best_len:
-                best, best_len = (run_start + i) // 2, i - run_start
-            run_start = None
-    if best is None or best_len * frame_ms < 150:
-        raise PackError("no pause of 150 ms or more between the two verses to split at")
-    cut = best * n
-    return a[:cut], a[cut:]

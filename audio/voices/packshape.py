@@ -65,7 +65,7 @@ class ShapeStyle:
     """How a pack's verses are fitted (voice.pack_shape reader)."""
 
     pause_s: float = 0.06  # a pause inside a verse becomes this long (voice.pack_pause_s)
-    hold_upper: float = 3.7  # the held end keeps at least this many median morae (upper verse)
+    hold_upper: float = 4.0  # the held end keeps at least this many median morae (upper verse)
     hold_lower: float = 4.7  # (lower verse): voice.chant.hold_upper / hold_lower
 
 

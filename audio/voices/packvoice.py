@@ -4,6 +4,10 @@ a verse fitted to a pace the way a reader reads (`audio.voices.packshape`: pause
 held end shortened only down to the reader style's floor, the rest of the speech stretched), or
 by one ratio (`shape=None`, voice.pack_shape uniform). The pack's layout and how it is read are
 `audio.voices.pack`'s.
+
+A jokā that reads its lower verse twice (Shuffle100's 序歌, `audio.voices.packjoka`) is read
+with the lower verse once unless `joka_repeat`: the match's programme decides how often a lower
+verse is read (`match.lower_verse_times`), for the jokā as for the cards.
 """
 
 import json
@@ -24,12 +28,13 @@ from audio.voices.pack import (
     covered_colours,
     describe_missing,
     read_pack,
-    split_at_pause,
     verse_slot,
 )
+from audio.voices.packjoka import JokaCut, JokaInfo, cut_one_file, split_at_pause
 from audio.voices.packshape import Plan, ShapeStyle
 from audio.voices.voice import Param, Voice, mastered, speed_params
 from reader.clip import Clip, ClipKind, Verse
+from reader.joka import JOKA_POEMS
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +65,7 @@ class PackVoice:
         speed: float = 1.0,
         pace_s: float | None = None,
         shape: ShapeStyle | None = ShapeStyle(),  # noqa: B008 (frozen)
+        joka_repeat: bool = False,
     ) -> None:
         self.pack = read_pack(folder)
         self._rate = rate
@@ -71,6 +77,9 @@ class PackVoice:
         self.shape = shape
         self._fit: float | None = None
         self._fit_lock = threading.Lock()
+        self.joka_repeat = joka_repeat
+        self._joka_cut: JokaCut | None = None
+        self._joka_lock = threading.Lock()
         # the jokā is not a card: like a call, the fallback says it when it is not recorded
         self.missing = [(n, v) for n, v in self.pack.missing() if n != 0]
         if fallback is not None and fallback.rate != rate:
@@ -95,6 +104,8 @@ class PackVoice:
             "pace_s": self.pace_s,
             "trim": "noise-floor",
             **self._shape_params(),
+            # a one-file jokā is cut where packjoka hears its verses (v2), its repeat kept or not
+            "joka": f"v2-{'repeat' if joka_repeat else 'once'}",
         }
 
     def _shape_params(self) -> dict[str, Param]:
@@ -144,10 +155,7 @@ class PackVoice:
             colours = covered_colours(p)
             lines.append(f"  reads whole colours: {', '.join(colours) if colours else 'none yet'}")
         source = self.fallback.name if self.fallback is not None else "the fallback voice"
-        joka = verse_slot(0, Verse.KAMI) in p.files
-        lines.append("  jokā: recorded" + (" (one file, split at its pause)"
-                                           if p.one_file_joka() else "")
-                     if joka else f"  jokā: not recorded; read by {source}")
+        lines.append(self._describe_joka(source))
         if self.pace_s is not None:
             how = ("by one ratio" if self.shape is None else
                    f"as a reader: pauses in a verse cut to {self.shape.pause_s:g} s, the held "
@@ -160,6 +168,49 @@ class PackVoice:
             else f"  calls: none recorded; they come from {source}"
         )
         return "\n".join(lines)
+
+    def _describe_joka(self, source: str) -> str:
+        p = self.pack
+        if verse_slot(0, Verse.KAMI) not in p.files:
+            return f"  jokā: not recorded; read by {source}"
+        line = "  jokā: recorded" + (" (one file, split at its pause)" if p.one_file_joka()
+                                    else "")
+        try:
+            info = self.joka()
+        except PackError as e:
+            return f"{line}; cannot be heard: {e}"
+        if info is None:
+            return line + "; which poem is not said: shown as the configured jokā"
+        poem = JOKA_POEMS[info.poem].kami.text.split()[0] if info.poem else "the configured jokā"
+        line += f": {poem}"
+        if info.repeats_lower:
+            line += (", its lower verse read twice: read " + (
+                "twice (voice.pack_joka_repeat: true)" if self.joka_repeat
+                else "once (voice.pack_joka_repeat: false)"))
+        return line
+
+    def joka(self) -> JokaInfo | None:
+        """Which poem the pack's jokā is and whether the recording reads the lower verse twice
+        (heard from a one-file jokā, once: the file is decoded); None when the pack does not
+        say which poem it records."""
+        info = self.pack.joka
+        if info is None or not self.pack.one_file_joka():
+            return info
+        return JokaInfo(info.poem, self._cut_of(None).repeats_lower)
+
+    def _cut_of(self, x: Pcm | None) -> JokaCut:
+        """Where the one-file jokā is cut (`x`: it decoded already, else it is decoded)."""
+        with self._joka_lock:
+            if self._joka_cut is None:
+                if x is None:
+                    x = self._decoded(verse_slot(0, Verse.KAMI))
+                try:
+                    self._joka_cut = cut_one_file(x, self._rate)
+                except PackError as e:
+                    raise PackError(f"pack {self.pack.name}, the jokā "
+                                    f"({self.pack.files[verse_slot(0, Verse.KAMI)].name}): "
+                                    f"{e}") from None
+            return self._joka_cut
 
     @property
     def rate(self) -> int:
@@ -202,15 +253,16 @@ class PackVoice:
             return known
         return self._trimmed(slot).size / self._rate
 
-    def _trimmed(self, slot: str) -> Pcm:
-        path = self.pack.files[slot]
+    def _decoded(self, slot: str) -> Pcm:
         try:
-            x = decode(path, self._rate)
+            return decode(self.pack.files[slot], self._rate)
         except CodecError as e:
             raise PackError(f"pack {self.pack.name}, {slot}: {e}") from None
-        if slot.startswith("000/") and self.pack.one_file_joka():
-            kami, shimo = split_at_pause(x, self._rate)
-            x = kami if slot.endswith("kami") else shimo
+
+    def _trimmed(self, slot: str) -> Pcm:
+        x = self._decoded(slot)
+        if slot.startswith("000/"):
+            x = self._joka_verse(x, Verse(slot.removeprefix("000/")))
         return trim_noise(x, self._rate)
 
     def fitted(self, clip: Clip) -> tuple[Pcm, Plan | None]:
@@ -221,7 +273,7 @@ class PackVoice:
         x = self._trimmed(slot)
         if self.pace_s is None or self.shape is None or clip.kind is ClipKind.CALL:
             return x, None
-        from audio.voices.pronunciation import morae
+        from audio.voices.kana import morae
 
         return x, packshape.fit(x, self._rate, len(morae(clip.yomi)), self._stretch(slot),
                                 self.shape, lower=clip.verse is Verse.SHIMO)
@@ -231,6 +283,25 @@ class PackVoice:
         if not math.isfinite(stretch):
             raise PackError(f"pack {self.pack.name}: cannot fit {slot}")
         return stretch
+
+    def _joka_verse(self, x: Pcm, verse: Verse) -> Pcm:
+        """The jokā's `verse` out of its recording: a one-file jokā cut where its verses are
+        heard; a lower verse read twice (the manifest says so) cut at its pause, unless the
+        repeat is kept."""
+        if self.pack.one_file_joka():
+            cut = self._cut_of(x)
+            if verse is Verse.KAMI:
+                return x[: cut.upper_end]
+            return x[cut.upper_end: x.size if self.joka_repeat else cut.lower_end]
+        info = self.pack.joka
+        if (verse is Verse.SHIMO and info is not None and info.repeats_lower
+                and not self.joka_repeat):
+            try:
+                return split_at_pause(x, self._rate)[0]
+            except PackError as e:
+                raise PackError(f"pack {self.pack.name}, 000/shimo (joka.repeats_lower): "
+                                f"{e}") from None
+        return x
 
     def render(self, clip: Clip) -> Pcm:
         slot = clip_slot(clip)

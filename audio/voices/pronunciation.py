@@ -37,17 +37,9 @@ with contextlib.redirect_stdout(io.StringIO()):  # its import prints (audio/voic
     import pyopenjtalk
     from pyopenjtalk.openjtalk import OpenJTalk
 
-_HIRAGANA_TO_KATAKANA: Final = {c: c + 0x60 for c in range(0x3041, 0x3097)}
-_SMALL: Final = frozenset("ャュョァィゥェォヮ")
-_DEVOICED: Final = "’"
-LONG: Final = "ー"
-_VOWEL: Final = {
-    **dict.fromkeys("アカサタナハマヤラワガザダバパァャヮ", "a"),
-    **dict.fromkeys("イキシチニヒミリギジヂビピィ", "i"),
-    **dict.fromkeys("ウクスツヌフムユルグズヅブプゥュヴ", "u"),
-    **dict.fromkeys("エケセテネヘメレゲゼデベペェ", "e"),
-    **dict.fromkeys("オコソトノホモヨロヲゴゾドボポォョ", "o"),
-}
+from audio.voices.classical import keep_to_words
+from audio.voices.kana import DEVOICED, LONG, morae, vowel
+
 # the vowel kana that lengthens a mora ending in each vowel (おう, えい, and the same vowel)
 _LENGTHENS: Final = {"a": "ア", "i": "イ", "u": "ウ", "e": "エイ", "o": "オウ"}
 # kana written differently but said the same (を and お, ぢ and じ, づ and ず)
@@ -67,26 +59,6 @@ def _frontend() -> OpenJTalk:
         if _jtalk is None:
             _jtalk = OpenJTalk(dn_mecab=pyopenjtalk.OPEN_JTALK_DICT_DIR)
         return _jtalk
-
-
-def katakana(kana: str) -> str:
-    return kana.translate(_HIRAGANA_TO_KATAKANA)
-
-
-def morae(kana: str) -> list[str]:
-    """Katakana (or hiragana) split into morae: small ゃゅょぁぃぅぇぉ join the kana before;
-    ン, ッ and ー are morae of their own; devoicing marks and anything not kana are dropped."""
-    out: list[str] = []
-    for ch in katakana(kana):
-        if ch in _SMALL and out:
-            out[-1] += ch
-        elif ch == LONG or ch in _VOWEL or ch in "ンッ":
-            out.append(ch)
-    return out
-
-
-def vowel(mora: str) -> str | None:
-    return _VOWEL.get(mora[-1]) if mora else None
 
 
 def _canonical(ms: Sequence[str]) -> list[str]:
@@ -160,9 +132,11 @@ def dictionary_labels(text: str) -> list[str]:
                                                 jtalk=_frontend()))
 
 
-def read(text: str, yomi: str, kana: str | None = None) -> Reading:
+def read(text: str, yomi: str, kana: str | None = None, *, classical: bool = True) -> Reading:
     """How to say one phrase whose text is `text` and whose pronunciation is `yomi` (kana);
-    `kana`, the phrase in historical kana if known, tells long vowels in misread stretches."""
+    `kana`, the phrase in historical kana if known, tells long vowels in misread stretches.
+    A phrase of the hundred poems begins accent phrases only at its classical words
+    (`audio.voices.classical`; `classical=False` keeps the dictionary's cuts, for comparing)."""
     ref = morae(yomi)
     feats = analyse(text)
     dictionary = tuple(_words(feats))
@@ -175,6 +149,8 @@ def read(text: str, yomi: str, kana: str | None = None) -> Reading:
                f"{agreement:.0%} of {yomi!r}")
         return _kana_only(text, yomi, dictionary, agreement, why, kana)
     words = _align(feats, dictionary, ref, ops, kana)
+    if classical:
+        keep_to_words(words, yomi)
     jtalk = _frontend()
     replaced = [bool(f.pop("_replaced", False)) for f in words]
     voiced = jtalk.set_unvoiced_vowel(words)  # type: ignore[arg-type]
@@ -312,7 +288,7 @@ def _align(
         f = dict(feats[wi])
         f["pron"] = "".join(said[wi]) if replaced[wi] else f["pron"]
         if replaced[wi]:
-            f["pron"] = f["pron"].replace(_DEVOICED, "")
+            f["pron"] = f["pron"].replace(DEVOICED, "")
             f["_replaced"] = True
         if not out:
             f["chain_flag"] = -1
