@@ -54,7 +54,7 @@ class Server:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 90.0, preexec_fn: Any = None,
-              piped: bool = False) -> "Server":
+              piped: bool = False, *, attempt: int = 0) -> "Server":
         """`preexec_fn` runs in the child before yomite (e.g. a file size limit); `piped`
         sends its output through a pipe (copied to the log by a thread), so that a limit on
         the files the server may write does not apply to its log."""
@@ -72,6 +72,12 @@ class Server:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 self._close_pipe()
+                if self._lost_port(attempt):
+                    # the free port was taken between free_port() and the server's bind (another
+                    # worker's connection got it as its own ephemeral port): another port
+                    self.port = free_port()
+                    self.base = f"http://127.0.0.1:{self.port}"
+                    return self.start(timeout, preexec_fn, piped, attempt=attempt + 1)
                 raise RuntimeError(f"yomite serve exited {self.proc.returncode}:\n{self.log()}")
             try:
                 # a health check on a busy machine may take a while: a slow answer is no
@@ -85,6 +91,11 @@ class Server:
         # and a Popen left running warns (ResourceWarning) in some later test
         self.kill()
         raise RuntimeError(f"yomite serve did not come up in {timeout} s:\n{self.log()}")
+
+    def _lost_port(self, attempt: int) -> bool:
+        """The server exited because its port was taken, on a try that may be repeated."""
+        return (attempt < 3 and self.proc is not None and self.proc.returncode == 2
+                and f"port {self.port} on {self.host} is already in use" in self.log())
 
     def _copy_output(self, proc: "subprocess.Popen[bytes]") -> None:
         assert proc.stdout is not None

@@ -274,3 +274,23 @@ def test_yomite_alone_opens_the_console_in_the_browser_and_serve_does_not(tmp_pa
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def test_the_test_server_takes_another_port_when_its_own_was_taken_meanwhile(tmp_path):
+    """A free port may be taken before the server binds it (another worker's connection gets
+    it as its ephemeral port): the harness starts the server again on another, and only for
+    that reason (the fresh two-burner run of the twelfth session lost a module to it)."""
+    import socket
+
+    s = Server(tmp_path, {"voice": {"engine": "estimate"}, "audio": {"output": "null"}}, TOKEN)
+    taken = s.port
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", taken))
+        blocker.listen()
+        s.start()
+        try:
+            assert s.port != taken
+            assert f"port {taken} on 127.0.0.1 is already in use" in s.log()
+            assert httpx2.get(f"{s.base}/api/health", timeout=10).status_code == 200
+        finally:
+            s.stop()
