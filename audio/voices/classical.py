@@ -28,23 +28,21 @@ FUNCTION: Final = "+"
 
 
 @functools.cache
-def table() -> Mapping[str, str]:
-    """Each phrase's yomi (as in poems.json) → the phrase with its words marked."""
-    text = resources.files("reader").joinpath("data/words.txt").read_text("utf-8")
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        for marked in line.split()[1:]:
-            out.setdefault(re.sub(r"[|+]", "", marked), marked)
-    return out
-
-
 def verses() -> Mapping[str, tuple[str, ...]]:
     """Each verse's key ("012s") → its marked phrases, as the table holds them."""
     text = resources.files("reader").joinpath("data/words.txt").read_text("utf-8")
     return {line.split()[0]: tuple(line.split()[1:]) for line in text.splitlines()
             if line.strip() and not line.startswith("#")}
+
+
+@functools.cache
+def table() -> Mapping[str, str]:
+    """Each phrase's yomi (as in poems.json) → the phrase with its words marked."""
+    out: dict[str, str] = {}
+    for marked_phrases in verses().values():
+        for marked in marked_phrases:
+            out.setdefault(re.sub(r"[|+]", "", marked), marked)
+    return out
 
 
 def word_starts(marked: str) -> tuple[frozenset[int], frozenset[int]]:
