@@ -56,7 +56,7 @@ dist: setup-test
 	$(BIN)/python scripts/dist.py dist
 
 lint: setup-test
-	$(BIN)/ruff check reader audio api hall yomite desk tests bench
+	$(BIN)/ruff check reader audio api hall yomite desk cluster tests bench
 	$(BIN)/mypy
 
 bench: setup-test

@@ -9,8 +9,8 @@ item on the channel's inbox, and return the state it produced. Errors are JSON:
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
@@ -31,6 +31,9 @@ from api.routes import (
     reference,
     speakers,
     ws,
+)
+from api.routes import (
+    cluster as cluster_routes,
 )
 from audio.config import VoiceConfig
 from audio.voices.recording import MAX_UPLOAD_BYTES, RecordingPack
@@ -113,9 +116,11 @@ def create_app(
     operator_token: str | None = None,
     on_ready: Callable[[Hall, str, bool], None] | None = None,
     listen: tuple[str, int] | None = None,
+    cluster: Callable[[Hall], AbstractAsyncContextManager[Any]] | None = None,
 ) -> FastAPI:
     """`listen`: the host and port the server is bound to (the join links' port); default
-    the config's."""
+    the config's. `cluster`: this process is one of a cluster's (cluster.service.joined): the
+    hall starts no channel itself, the cluster starts those whose lease it takes."""
     sec, refs = config.server.security, config.server.referees
     auth = Auth(operator_token or sec.operator_token, sec.pin_attempts_per_minute,
                 store=config.journal_dir / "referees.jsonl",
@@ -146,7 +151,14 @@ def create_app(
 
         hall = Hall(config, v, auth, make_sink, make_voice=voice_for)
         app.state.hall = hall
-        await hall.start()
+        await hall.start(own=cluster is None)
+        member = cluster(hall) if cluster is not None else None
+        if member is not None:
+            try:
+                app.state.cluster = await member.__aenter__()
+            except BaseException:
+                await hall.stop()
+                raise
         if pool is not None:
             pool.start(config.voice, rate)
         desk = Desk(config, hall)  # after the hall: it matches rounds with channel journals
@@ -154,6 +166,8 @@ def create_app(
         try:
             await desk.start()
         except BaseException:
+            if member is not None:
+                await member.__aexit__(None, None, None)
             await hall.stop()
             if pool is not None:
                 pool.close()
@@ -171,6 +185,8 @@ def create_app(
         finally:
             await app.state.gc.stop()
             await desk.stop()
+            if member is not None:
+                await member.__aexit__(None, None, None)
             await hall.stop()
             if pool is not None:
                 pool.close()
@@ -187,8 +203,8 @@ def create_app(
     app.state.listen = listen or (config.server.host, config.server.port)
     install_handlers(app)
     app.include_router(tournaments.pages)  # before pages' /static/{name}: its strings
-    for module in (health, reference, matches, preview, history, holds, referees, speakers,
-                   clips, ws, recording, tournaments, pages):
+    for module in (health, cluster_routes, reference, matches, preview, history, holds,
+                   referees, speakers, clips, ws, recording, tournaments, pages):
         app.include_router(module.router)
     # the door, outermost last: a foreign Host, then an oversized body, are refused before
     # any route (or token check) sees the request

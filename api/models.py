@@ -263,3 +263,14 @@ ERRORS: dict[int | str, dict[str, Any]] = {
                        (503, "the audio output is still down, the journal cannot be written, "
                         "or the channel paused on an unforeseen failure"))
 }
+
+
+class ClusterAnswer(BaseModel):
+    """`GET /api/cluster`: one process of a cluster's view of it."""
+
+    node: str = Field(description="this process (host-pid-random, for this run)")
+    nodes: list[str] = Field(description="the live processes")
+    owners: dict[str, str | None] = Field(
+        description="each channel's owner; null while it is being taken over")
+    owned: list[str] = Field(description="the channels this process reads")
+    broker: bool = Field(description="whether this process reaches the broker now")

@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,7 @@ from hall.errors import ChannelStopped
 from hall.hub import Client, Hub
 from hall.inbox import Item
 from hall.pins import new_pin
-from hall.runtime import ChannelRuntime
-from hall.seam import Latest
+from hall.seam import Latest, RuntimePort
 from hall.speaker import SpeakerFeed
 from hall.speakerlink import SpeakerLink
 from hall.states import (
@@ -56,7 +55,7 @@ class ChannelService:
         self.changes_burst = changes_burst
         self.pin_path = pin_path
         self.pin_digits = pin_digits
-        self.runtime: ChannelRuntime | None = None
+        self.runtime: RuntimePort | None = None
         self.speakers: SpeakerFeed | None = None
         self.speaker_link: SpeakerLink | None = None  # who may be a speaker (Hall sets it)
         self._last_change: dict[str, float] = {}
@@ -80,6 +79,9 @@ class ChannelService:
         self.seq = 0
         self._state = ChannelState.before_start(name)  # the runtime's latest
         self._listeners: list[Callable[[Latest], None]] = []
+        # awaited after each command and hand the runtime applied, before it is answered: a
+        # cluster's owner waits there until the journal's lines are in the broker's stream
+        self.durable: Callable[[], Awaitable[None]] | None = None
         # the clients' fan-out is the first subscriber to the channel's states
         self.subscribe(self._to_hub)
 
@@ -136,10 +138,12 @@ class ChannelService:
                 self.deferred += 1
             self._last_change[ref] = now
             await self.runtime.submit(event)
+            await self._durable()
             return
         if trusted:
             self._pending.pop(ref, None)
             await self.runtime.submit(event)
+            await self._durable()
             return
         if (not self._releasing and not self._pending and self._due(ref, now) <= 0
                 and self._channel_bucket(now) >= 1.0):
@@ -151,6 +155,7 @@ class ChannelService:
             finally:
                 self._releasing = False
                 self._next_release()
+            await self._durable()
             return
         self._pending[ref] = event  # a referee already waiting keeps its place
         self.deferred += 1
@@ -291,9 +296,8 @@ class ChannelService:
         """The output's counters: underruns, late clips, faults. One underrun is flagged by
         PortAudio (`underflows`) and said by ALSA (`xruns`) alike, and either may miss one:
         counted once, as the larger of the two (their sum counted each twice)."""
-        if self.runtime is None:
-            return None
-        return output_counters(self.runtime.sink.stats())
+        stats = self.runtime.output_stats() if self.runtime is not None else None
+        return output_counters(stats) if stats is not None else None
 
     def operator_view(self) -> OperatorView:
         return OperatorView(
@@ -339,7 +343,13 @@ class ChannelService:
     async def apply(self, item: Item) -> ChannelState:
         if self.runtime is None:
             raise ChannelStopped(f"channel {self.name} has not started")
-        return await self.runtime.submit(item)
+        state = await self.runtime.submit(item)
+        await self._durable()
+        return state
+
+    async def _durable(self) -> None:
+        if self.durable is not None:
+            await self.durable()
 
     def latest(self) -> Latest:
         return Latest(self.seq, self.operator_view())

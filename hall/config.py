@@ -217,12 +217,22 @@ BUILTIN_PRESETS: dict[str, Preset] = {
 }
 
 
+class ClusterConfig(Frozen):
+    """`yomite serve --bus URL`: several processes serving one hall through a NATS broker (the
+    README's cluster section). Every process runs with the same config."""
+
+    bus: str | None = Field(None, max_length=512)  # nats://host:4222; --bus sets it too
+    lease_ttl_s: float = Field(2.0, ge=0.5, le=30)  # a dead owner's channels move after this
+    prefix: str = Field("yomite", pattern=r"^[a-z][a-z0-9_]{0,31}$")  # subjects and buckets
+
+
 class Config(Frozen):
     match: MatchConfig = MatchConfig()
     voice: VoiceConfig = VoiceConfig()
     audio: AudioConfig = AudioConfig()
     server: ServerConfig = ServerConfig()
     desk: DeskConfig = DeskConfig()
+    cluster: ClusterConfig = ClusterConfig()
     journal_dir: Path = Path("var/journal")
     # organisers' presets, beside (or instead of, with the same id) the built-in ones
     presets: dict[str, Preset] = Field(default_factory=dict, max_length=32)

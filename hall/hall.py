@@ -4,6 +4,7 @@ its PIN, sharing one voice."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from audio.config import VoiceConfig, VoiceEngine
 from hall.auth import Auth
@@ -44,6 +45,8 @@ class Hall:
         self.channels: dict[str, ChannelService] = {}
         self.loop_watch = LoopWatch()
         self.scheduling = "as started"  # what `yomite serve` set the event loop's thread to
+        self._deck_key = b""
+        self._voice_factory: VoiceFactory = self.voices.get
         digits = config.server.security.pin_digits
         refs = config.server.referees
         for ch in config.server.channels:
@@ -74,38 +77,64 @@ class Hall:
             self.clips = ClipStore(load_key(cfg.journal_dir / "speakers.key"), encode, disk)
         return self.clips
 
-    async def start(self) -> None:
+    async def start(self, *, own: bool = True) -> None:
+        """Start every channel's runtime; `own=False` (a cluster's process) starts none: the
+        cluster starts a channel here when this process takes its lease (`start_channel`)."""
         voices: VoiceFactory = self.voices.get
         # the orders of this server's matches: a seed, shown or typed, says nothing of them
         # to anyone without this key (reader.deck.keyed_seed)
-        deck_key = load_key(self.config.journal_dir / "deck.key")
-        for ch in self.config.server.channels:
-            svc = self.channels[ch.name]
-            sink, description = self.make_sink(self.config, ch)
-            svc.audio = description
-            svc.output_info = output_info(self.config, ch, sink)
-            svc.output = ch.output
-            svc.volume_db = ch.volume_db
-            rt = ChannelRuntime(ch.name, self.config, self.voice, sink, on_publish=svc.on_state,
-                                voices=voices, volume_db=ch.volume_db,
-                                colors=ch.colors, deck_key=deck_key)
-            if ch.output in ("browser", "both"):
-                # a sound card's clock moves in blocks, and what it was handed is heard later
-                device = ch.output == "both" and hasattr(sink, "blocksize")
-                latency = (float(getattr(sink, "latency", 0.0))
-                           + int(getattr(sink, "blocksize", 0)) / sink.rate) if device else 0.0
-                svc.speakers = SpeakerFeed(
-                    sink.rate, self.clip_store(),
-                    SoundingClock(_MatchClock(rt), stepwise=device, latency_s=latency),
-                    svc.hub.publish_speakers, volume_db=ch.volume_db,
-                    fade_ms=self.config.audio.fade_ms, channel=ch.name)
-                rt.speakers = svc.speakers
-            if isinstance(sink, NoDevice):
-                rt.no_device(sink.reason)
-            svc.runtime = rt
-            rt.start()
-            rt.recover()
-            svc.on_state(rt.state())
+        self._deck_key = load_key(self.config.journal_dir / "deck.key")
+        self._voice_factory = voices
+        if own:
+            for ch in self.config.server.channels:
+                self.start_channel(ch.name)
+
+    def start_channel(self, name: str, *,
+                      journal_tap: Callable[[str, dict[str, Any]], None] | None = None
+                      ) -> ChannelRuntime:
+        """Open the channel's output, start its runtime and bring back its latest match from
+        its journal (paused, if it was being read). `journal_tap` gets a copy of each journal
+        line from the first (hall.journalkeeper)."""
+        ch = next(c for c in self.config.server.channels if c.name == name)
+        svc = self.channels[ch.name]
+        sink, description = self.make_sink(self.config, ch)
+        svc.audio = description
+        svc.output_info = output_info(self.config, ch, sink)
+        svc.output = ch.output
+        svc.volume_db = ch.volume_db
+        rt = ChannelRuntime(ch.name, self.config, self.voice, sink, on_publish=svc.on_state,
+                            voices=self._voice_factory, volume_db=ch.volume_db,
+                            colors=ch.colors, deck_key=self._deck_key)
+        if ch.output in ("browser", "both"):
+            # a sound card's clock moves in blocks, and what it was handed is heard later
+            device = ch.output == "both" and hasattr(sink, "blocksize")
+            latency = (float(getattr(sink, "latency", 0.0))
+                       + int(getattr(sink, "blocksize", 0)) / sink.rate) if device else 0.0
+            svc.speakers = SpeakerFeed(
+                sink.rate, self.clip_store(),
+                SoundingClock(_MatchClock(rt), stepwise=device, latency_s=latency),
+                svc.hub.publish_speakers, volume_db=ch.volume_db,
+                fade_ms=self.config.audio.fade_ms, channel=ch.name)
+            rt.speakers = svc.speakers
+        if isinstance(sink, NoDevice):
+            rt.no_device(sink.reason)
+        svc.runtime = rt
+        rt.reading.journal.tap = journal_tap
+        rt.start()
+        rt.recover()
+        svc.on_state(rt.state())
+        return rt
+
+    async def stop_channel(self, name: str) -> None:
+        """Stop the channel's runtime (its output silenced and closed, its journal closed);
+        its clients stay connected."""
+        svc = self.channels[name]
+        rt = svc.runtime
+        if isinstance(rt, ChannelRuntime):
+            svc.runtime = None
+            svc.speakers = None
+            await rt.stop()
+            rt.sink.close()
 
     def at_rest(self) -> bool:
         """No channel is reading: nothing it does now can be late (the garbage collector's
@@ -117,6 +146,4 @@ class Hall:
         for svc in self.channels.values():
             for c in list(svc.hub.clients):
                 svc.hub.remove(c)
-            if svc.runtime is not None:
-                await svc.runtime.stop()
-                svc.runtime.sink.close()
+            await self.stop_channel(svc.name)

@@ -28,6 +28,9 @@ class JournalKeeper:
         self.path: Path | None = None
         self.status = "ok"
         self._on_restored = on_restored
+        # a copy of every line, with its file's name, as it is written (a cluster's owner
+        # sends them to the broker's stream: cluster.journalstream)
+        self.tap: Callable[[str, dict[str, Any]], None] | None = None
 
     @property
     def ok(self) -> bool:
@@ -70,6 +73,8 @@ class JournalKeeper:
         """Append a record; False (and the status says why) if it cannot be written."""
         if self.writer is None:
             return True
+        if self.tap is not None and self.path is not None:
+            self.tap(self.path.name, entry)
         try:
             self.writer.append(entry)  # writes the records still pending first, in order
         except JournalError:
@@ -102,6 +107,8 @@ class JournalKeeper:
             self.writer.close()
         self.writer, self.path = journal, path
         self.status = "ok"
+        if self.tap is not None:
+            self.tap(path.name, header)
 
     def adopt(self, path: Path) -> None:
         """Go on writing a recovered match's journal (cutting a torn last line off, if it

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from audio.errors import AudioError, VoiceError
-from audio.output.events import DeviceFault, SinkEvent
+from audio.output.events import DeviceFault, SinkEvent, SinkStats
 from audio.output.sink import Reopenable, Sink
 from hall.config import Config
 from hall.errors import ChannelFault, ChannelStopped, JournalUnavailable
@@ -156,6 +156,9 @@ class ChannelRuntime:
 
     def state(self) -> ChannelState:
         return self.reading.state
+
+    def output_stats(self) -> SinkStats:
+        return self.sink.stats()
 
     def no_device(self, reason: str) -> None:
         """The speakers could not be opened: the channel reads into nothing, and says so."""

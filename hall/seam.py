@@ -14,10 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
+from audio.output.events import SinkStats
 from hall.inbox import Item
+from hall.recovery import RecoveryReport
 from hall.states import ChannelState, OperatorView
+from reader.clock import Clock
+from reader.engine import Engine
 from reader.events import Hold, Release
 
 
@@ -55,3 +60,38 @@ class ChannelPort(Protocol):
         block: a slow client is the listener's to queue or drop); returns the call that
         unsubscribes."""
         ...
+
+
+class RuntimePort(Protocol):
+    """What a channel's service needs of the runtime behind it: the owner's own
+    (hall.runtime.ChannelRuntime), or, in a cluster's other processes, the owner reached over
+    the broker (cluster.remote.RemoteRuntime)."""
+
+    name: str
+
+    async def submit(self, item: Item) -> ChannelState: ...
+    def state(self) -> ChannelState: ...
+    def set_volume(self, volume_db: float) -> None: ...
+    def journal_records(self) -> list[dict[str, Any]]: ...
+    def output_stats(self) -> SinkStats | None: ...
+
+    @property
+    def fault(self) -> str | None: ...
+    @property
+    def running(self) -> bool: ...
+    @property
+    def at_rest(self) -> bool: ...
+    @property
+    def match_clock(self) -> Clock: ...
+    @property
+    def journal_dir(self) -> Path: ...
+    @property
+    def journal_path(self) -> Path | None: ...
+    @property
+    def header(self) -> dict[str, Any] | None: ...
+    @property
+    def engine(self) -> Engine | None: ...
+    @property
+    def rate(self) -> int: ...
+    @property
+    def recovered(self) -> RecoveryReport | None: ...

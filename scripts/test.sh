@@ -38,7 +38,7 @@ else
 fi
 tests=$?
 t1=$(date +%s)
-"$bin/ruff" check reader audio api hall yomite desk tests bench
+"$bin/ruff" check reader audio api hall yomite desk cluster tests bench
 ruff=$?
 "$bin/mypy"
 mypy=$?

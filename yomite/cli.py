@@ -288,7 +288,15 @@ def cmd_voices(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from yomite.server import serve
 
-    return serve(_config(args), host=args.host, port=args.port,
+    cfg = _config(args)
+    overrides: dict[str, object] = {}
+    if getattr(args, "journal_dir", None):
+        overrides["journal_dir"] = Path(args.journal_dir)
+    if getattr(args, "bus", None):
+        overrides["cluster"] = cfg.cluster.model_copy(update={"bus": args.bus})
+    if overrides:
+        cfg = cfg.model_copy(update=overrides)
+    return serve(cfg, host=args.host, port=args.port,
                  open_console=getattr(args, "open", False))
 
 
@@ -319,6 +327,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--open", action="store_true",
                    help="open the operator's console in this computer's browser once serving "
                    "(what `yomite` with no command does)")
+    s.add_argument("--bus", default=None, metavar="URL",
+                   help="join a cluster through this NATS broker (nats://host:4222; default "
+                   "cluster.bus): README, the association's server")
+    s.add_argument("--journal-dir", default=None, metavar="DIR",
+                   help="this process's own folder for journals and keys (default journal_dir; "
+                   "two processes on one machine need one each)")
     s.set_defaults(func=cmd_serve)
 
     d = sub.add_parser("dry-run", help="a whole match's timeline in the terminal, no sound")

@@ -17,7 +17,7 @@ from api.app import create_app
 from api.serverglue import uvicorn_options
 from hall.config import Config
 from hall.hall import Hall
-from yomite.startup import bind, lock_journal, raise_open_files
+from yomite.startup import StartupError, bind, lock_journal, raise_open_files
 
 log = logging.getLogger("yomite.server")
 
@@ -156,6 +156,22 @@ def serve(config: Config, host: str | None = None, port: int | None = None,
     h = host or config.server.host
     p = port or config.server.port
     lock = lock_journal(config.journal_dir, p)
+    cluster = None
+    operator_token = None
+    if config.cluster.bus:
+        # one process of a cluster (README: the association's server): what every process
+        # must agree on first, then the hall's channels are started as their leases are taken
+        from cluster.service import joined, node_name, share_secrets
+
+        try:
+            shared = share_secrets(config, config.cluster.bus)
+        except ConnectionError as e:
+            lock.close()
+            raise StartupError(f"{e}: start the broker first (nats-server -js), or check "
+                               "cluster.bus / --bus") from None
+        operator_token = None if config.server.security.operator_token else \
+            shared["operator-token"]
+        cluster = joined(config, config.cluster.bus, node_name())
     # the door's caps are sized from the open-files limit, raised first where allowed
     options = uvicorn_options(config, open_files=raise_open_files())
     sock = bind(h, p, options["backlog"])
@@ -174,7 +190,8 @@ def serve(config: Config, host: str | None = None, port: int | None = None,
     # a thread of ours that keeps the GIL (loading a clip, a collection) lets the event loop in
     # after 1 ms rather than 5: a hold waits that much less
     sys.setswitchinterval(min(sys.getswitchinterval(), 0.001))
-    app = create_app(config, on_ready=ready, listen=(h, bound))
+    app = create_app(config, on_ready=ready, listen=(h, bound), operator_token=operator_token,
+                     cluster=cluster)
     # no per-message compression: on a hall's LAN it costs more CPU than it saves, and it
     # would make each phone's frame different (hall/hub.py writes one frame to all)
     # (the WebSocket protocol is the door's subclass of uvicorn's sans-I/O one: api/serverglue.py)

@@ -1,0 +1,148 @@
+"""The broker every process of a cluster shares: a NATS server with JetStream.
+
+What lives there (`yomite` is the prefix, one cluster to a broker or to a prefix):
+
+- key-value bucket `<prefix>_leases`: `ch.<channel>` names the process that owns the channel
+  (cluster.lease); the bucket's TTL is the lease's, so a key not renewed by a live owner
+  vanishes by itself.
+- key-value bucket `<prefix>_shared`: what every process must agree on and `config.yaml` does
+  not say: the keys of the reading orders and of the clips, the operator's token, each
+  channel's PIN and speaker key (cluster.shared).
+- stream `<PREFIX>_JOURNAL` on `<prefix>.journal.<channel>`: every line of every channel's
+  journal, in order, on disk (cluster.journalstream): the truth a new owner replays.
+- subjects `<prefix>.cmd.<channel>` (request/reply to the owner: cluster.owner),
+  `<prefix>.state.<channel>` (the owner's states, whole: cluster.remote).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import nats
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig, StorageType, StreamConfig
+from nats.js.errors import BucketNotFoundError, NotFoundError
+from nats.js.kv import KeyValue
+
+log = logging.getLogger("yomite.cluster")
+
+JOURNAL_DEDUPE_S = 120.0  # a line sent again within this long (a retry) is stored once
+
+
+@dataclass(frozen=True, slots=True)
+class Subjects:
+    prefix: str = "yomite"
+
+    def cmd(self, channel: str) -> str:
+        return f"{self.prefix}.cmd.{channel}"
+
+    def state(self, channel: str) -> str:
+        return f"{self.prefix}.state.{channel}"
+
+    def journal(self, channel: str) -> str:
+        return f"{self.prefix}.journal.{channel}"
+
+    @property
+    def journal_all(self) -> str:
+        return f"{self.prefix}.journal.>"
+
+    @property
+    def stream(self) -> str:
+        return f"{self.prefix.upper()}_JOURNAL"
+
+    @property
+    def leases(self) -> str:
+        return f"{self.prefix}_leases"
+
+    @property
+    def shared(self) -> str:
+        return f"{self.prefix}_shared"
+
+
+class Bus:
+    """One process's connection to the broker, and the buckets and stream it uses."""
+
+    def __init__(self, nc: NATS, js: JetStreamContext, leases: KeyValue, shared: KeyValue,
+                 subjects: Subjects, lease_ttl_s: float) -> None:
+        self.nc = nc
+        self.js = js
+        self.leases = leases
+        self.shared = shared
+        self.subjects = subjects
+        self.lease_ttl_s = lease_ttl_s
+        self.connected = asyncio.Event()
+        self.connected.set()
+
+    @classmethod
+    async def connect(cls, url: str, *, name: str, lease_ttl_s: float = 2.0,
+                      prefix: str = "yomite", connect_timeout_s: float = 5.0) -> Bus:
+        """Connect (trying again for `connect_timeout_s`: a broker starting beside us), and make
+        the buckets and the stream if this is the first process. Reconnects for ever after."""
+        holder: list[Bus] = []
+
+        async def disconnected() -> None:
+            if holder and not holder[0].nc.is_closed:
+                log.warning("the broker is out of reach: the cluster waits for it")
+                holder[0].connected.clear()
+
+        async def reconnected() -> None:
+            log.info("the broker is back")
+            if holder:
+                holder[0].connected.set()
+
+        async def error(e: Exception) -> None:
+            log.info("broker connection: %s", e)
+
+        deadline = asyncio.get_running_loop().time() + connect_timeout_s
+        while True:
+            try:
+                nc = await nats.connect(
+                    servers=[url], name=name, connect_timeout=1,
+                    reconnect_time_wait=0.25, max_reconnect_attempts=-1,
+                    ping_interval=1, max_outstanding_pings=2,
+                    disconnected_cb=disconnected, reconnected_cb=reconnected,
+                    error_cb=error)
+                break
+            except Exception as e:
+                if asyncio.get_running_loop().time() > deadline:
+                    raise ConnectionError(f"cannot reach the broker at {url}: {e}") from None
+                await asyncio.sleep(0.2)
+        js = nc.jetstream(timeout=5)
+        subjects = Subjects(prefix)
+        leases = await _bucket(js, KeyValueConfig(bucket=subjects.leases, history=1,
+                                                  ttl=lease_ttl_s, storage=StorageType.FILE))
+        shared = await _bucket(js, KeyValueConfig(bucket=subjects.shared, history=1,
+                                                  storage=StorageType.FILE))
+        try:
+            await js.stream_info(subjects.stream)
+        except NotFoundError:
+            await js.add_stream(StreamConfig(
+                name=subjects.stream, subjects=[subjects.journal_all],
+                storage=StorageType.FILE, duplicate_window=JOURNAL_DEDUPE_S))
+        bus = cls(nc, js, leases, shared, subjects, lease_ttl_s)
+        holder.append(bus)
+        return bus
+
+    async def close(self) -> None:
+        if not self.nc.is_closed:
+            await self.nc.close()
+
+
+async def _bucket(js: JetStreamContext, cfg: KeyValueConfig) -> KeyValue:
+    assert cfg.bucket is not None
+    try:
+        return await js.key_value(cfg.bucket)
+    except BucketNotFoundError:
+        pass
+    try:
+        return await js.create_key_value(cfg)
+    except Exception:
+        return await js.key_value(cfg.bucket)
+
+
+def headers(**kw: Any) -> dict[str, str]:
+    return {k: str(v) for k, v in kw.items()}

@@ -1,0 +1,97 @@
+"""The owner's journal lines sent to the broker's stream, in order, each acknowledged by the
+broker (on its disk) before the command that made it is answered (`flushed`).
+
+The runtime writes its journal file as on one machine (hall.journalkeeper); each line is also
+handed here (`tap`, on the event loop, never waiting) and one task sends them in order, trying
+a line again until the broker takes it (a line sent twice within the stream's window is stored
+once: its message id). A broker out of reach holds the answers, never the reading: a hold
+stops the sound at once and is answered when its line is stored, or with an error after
+`timeout_s`, saying that it was applied but is not yet in the cluster's journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections import deque
+from typing import Any
+
+from cluster.bus import Bus
+from hall.errors import JournalUnavailable
+
+log = logging.getLogger("yomite.cluster")
+
+ORIGIN = "Yomite-Origin"
+
+
+class JournalStream:
+    def __init__(self, bus: Bus, channel: str, node: str, timeout_s: float = 5.0) -> None:
+        self.bus = bus
+        self.channel = channel
+        self.node = node
+        self.timeout_s = timeout_s
+        self._lines: deque[tuple[int, bytes]] = deque()
+        self._made = 0  # lines handed over
+        self._stored = 0  # lines the broker has acknowledged
+        self._changed = asyncio.Event()
+        self._stored_changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"journal-stream-{self.channel}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def tap(self, file: str, line: dict[str, Any]) -> None:
+        self._made += 1
+        data = json.dumps({"file": file, "line": line}, ensure_ascii=False,
+                          separators=(",", ":")).encode("utf-8")
+        self._lines.append((self._made, data))
+        self._changed.set()
+
+    @property
+    def pending(self) -> int:
+        return self._made - self._stored
+
+    async def flushed(self) -> None:
+        """Wait until every line handed over so far is stored by the broker; JournalUnavailable
+        after `timeout_s`."""
+        target = self._made
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                while self._stored < target:
+                    self._stored_changed.clear()
+                    await self._stored_changed.wait()
+        except TimeoutError:
+            raise JournalUnavailable(
+                f"applied, but not yet in the cluster's journal: the broker has not stored it "
+                f"in {self.timeout_s:.0f} s ({self.pending} lines wait); it is sent as soon "
+                "as the broker is back") from None
+
+    async def _run(self) -> None:
+        subject = self.bus.subjects.journal(self.channel)
+        while True:
+            if not self._lines:
+                self._changed.clear()
+                await self._changed.wait()
+                continue
+            n, data = self._lines[0]
+            try:
+                await self.bus.js.publish(subject, data, timeout=2.0, headers={
+                    "Nats-Msg-Id": f"{self.node}:{n}", ORIGIN: self.node})
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.info("channel %s: journal line %d not stored yet (%s)", self.channel, n, e)
+                await asyncio.sleep(0.2)
+                continue
+            self._lines.popleft()
+            self._stored = n
+            self._stored_changed.set()

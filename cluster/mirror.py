@@ -1,0 +1,119 @@
+"""Every process's copy of every channel's journal, from the broker's stream.
+
+A process reads the whole stream once at start and then each line as it is stored. For each
+channel it keeps the latest match's lines in memory, and, for a channel it does not own,
+writes them to its own `journal_dir/<channel>/` as the owner wrote them (the history and the
+match log of any channel are served by any process). When it takes a channel's lease it first
+waits until it has every line the stream holds for the channel (`caught_up`), then writes the
+latest match's file from them exactly (`restore`), and the runtime recovers from that file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from nats.aio.msg import Msg
+from nats.js.api import DeliverPolicy
+from nats.js.errors import NotFoundError
+
+from cluster.bus import Bus
+
+log = logging.getLogger("yomite.cluster")
+
+
+class JournalMirror:
+    def __init__(self, bus: Bus, journal_dir: Path) -> None:
+        self.bus = bus
+        self.journal_dir = journal_dir
+        self.owned: set[str] = set()  # channels whose file this process's runtime writes
+        self.latest: dict[str, tuple[str, list[bytes]]] = {}  # channel: (file, lines)
+        self.seen = 0  # the stream's sequence number of the last line read
+        self._seen_changed = asyncio.Event()
+        self._sub: Any = None
+
+    async def start(self) -> None:
+        self._sub = await self.bus.js.subscribe(
+            self.bus.subjects.journal_all, ordered_consumer=True,
+            deliver_policy=DeliverPolicy.ALL, cb=self._on_msg)
+
+    async def stop(self) -> None:
+        if self._sub is not None:
+            try:
+                await self._sub.unsubscribe()
+            except Exception as e:
+                log.debug("mirror: unsubscribing failed: %s", e)
+
+    async def _on_msg(self, msg: Msg) -> None:
+        channel = msg.subject.rsplit(".", 1)[-1]
+        try:
+            body = json.loads(msg.data)
+            file, line = str(body["file"]), body["line"]
+            if "/" in file or file.startswith(".") or not isinstance(line, dict):
+                raise ValueError(f"bad file {file!r}")
+        except (ValueError, KeyError, TypeError) as e:
+            log.warning("mirror: a journal line for %s that is not ours: %s", channel, e)
+        else:
+            raw = json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            first = line.get("type") == "header"
+            known = self.latest.get(channel)
+            if first or known is None or known[0] != file:
+                self.latest[channel] = (file, [raw])
+            else:
+                known[1].append(raw)
+            if channel not in self.owned:
+                self._write(channel, file, raw, first)
+        self.seen = max(self.seen, msg.metadata.sequence.stream)
+        self._seen_changed.set()
+
+    def _write(self, channel: str, file: str, raw: bytes, first: bool) -> None:
+        folder = self.journal_dir / channel
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with open(folder / file, "wb" if first else "ab") as f:
+                f.write(raw + b"\n")
+        except OSError as e:
+            log.warning("mirror: cannot write %s/%s: %s", channel, file, e)
+
+    async def caught_up(self, channel: str, timeout_s: float = 5.0) -> None:
+        """Wait until every line the stream holds for `channel` has been read here."""
+        try:
+            last = await self.bus.js.get_last_msg(self.bus.subjects.stream,
+                                                  self.bus.subjects.journal(channel))
+            target = last.seq or 0
+        except NotFoundError:
+            return
+        async with asyncio.timeout(timeout_s):
+            while self.seen < target:
+                self._seen_changed.clear()
+                await self._seen_changed.wait()
+
+    def restore(self, channel: str) -> Path | None:
+        """Write the channel's latest match file as the stream has it (the runtime recovers
+        from it); its path, or None if the stream holds no match of the channel."""
+        known = self.latest.get(channel)
+        if known is None:
+            return None
+        file, lines = known
+        folder = self.journal_dir / channel
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / file
+        tmp = path.with_suffix(".restoring")
+        with open(tmp, "wb") as f:
+            f.write(b"".join(raw + b"\n" for raw in lines))
+        tmp.replace(path)
+        return path
+
+    def header(self, channel: str) -> dict[str, Any] | None:
+        known = self.latest.get(channel)
+        if known is None:
+            return None
+        h: dict[str, Any] = json.loads(known[1][0])
+        return h
+
+    def file(self, channel: str) -> str | None:
+        known = self.latest.get(channel)
+        return known[0] if known is not None else None

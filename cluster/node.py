@@ -1,0 +1,190 @@
+"""One process of a cluster: which of the hall's channels it owns, and the others reached over
+the bus.
+
+Every `lease_ttl/4` it renews the leases it holds (a lease it cannot renew is given up: the
+channel stops here at once, and is reached over the bus like any other), says it is alive
+(`node.<id>`, in the leases bucket), and tries to take the channels nobody holds, up to its
+share (the channels over the live processes, rounded up; a channel left without an owner for
+two rounds is taken whatever the share). Taking a channel: read every line the stream holds
+for it, write its latest match's journal from them, start its runtime (which recovers the
+match from that journal: paused by `@recovered` if it was being read), then answer its
+commands and publish its states.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+
+from cluster.bus import Bus
+from cluster.journalstream import JournalStream
+from cluster.lease import Lease
+from cluster.messages import Output
+from cluster.mirror import JournalMirror
+from cluster.owner import OwnerLink
+from cluster.remote import RemoteRuntime
+from hall.channel import ChannelService
+from hall.hall import Hall
+
+log = logging.getLogger("yomite.cluster")
+
+
+class ClusterNode:
+    def __init__(self, bus: Bus, hall: Hall, node: str, *, settle_s: float | None = None) -> None:
+        self.bus = bus
+        self.hall = hall
+        self.node = node
+        self.journal_dir = hall.config.journal_dir
+        self.mirror = JournalMirror(bus, self.journal_dir)
+        ttl = bus.lease_ttl_s
+        self.interval_s = ttl / 4
+        self.settle_s = ttl if settle_s is None else settle_s
+        self.leases = {name: Lease(bus.leases, f"ch.{name}", node.encode(), ttl)
+                       for name in hall.channels}
+        self.alive = Lease(bus.leases, f"node.{node}", node.encode(), ttl)
+        self.owned: dict[str, tuple[OwnerLink, JournalStream]] = {}
+        self.remotes: dict[str, RemoteRuntime] = {}
+        self._orphaned: dict[str, int] = {}
+        self._nodes = 1
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self.alive.acquire()  # counted by the others from now on
+        await self.mirror.start()
+        for name in self.hall.channels:
+            await self._attach(name)
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="cluster-node")
+
+    async def stop(self) -> None:
+        """Stop, giving every lease back so that another process takes the channels at once
+        (each recovered paused there)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for name in list(self.owned):
+            await self._release(name, flush=True)
+        for rr in self.remotes.values():
+            await rr.stop()
+        await self.alive.release()
+        await self.mirror.stop()
+
+    async def _run(self) -> None:
+        # the first rounds only say this process is alive: it hears the others before it
+        # takes its share
+        settled = asyncio.get_running_loop().time() + self.settle_s
+        while True:
+            try:
+                await self._round(take=asyncio.get_running_loop().time() >= settled)
+            except Exception:  # a round that failed is tried again: never end the node
+                log.exception("cluster: a round failed")
+            await asyncio.sleep(self.interval_s)
+
+    async def describe(self) -> dict[str, object]:
+        """This process, the live ones, and each channel's owner (None: being taken over)."""
+        owners: dict[str, str | None] = {}
+        for name, lease in self.leases.items():
+            try:
+                holder = await lease.holder_now()
+            except Exception:
+                holder = None
+            owners[name] = holder.decode() if holder is not None else None
+        try:
+            nodes = sorted(k.removeprefix("node.")
+                           for k in await self.bus.leases.keys(filters=["node.*"]))
+        except Exception:
+            nodes = []
+        return {"node": self.node, "nodes": nodes, "owners": owners,
+                "owned": sorted(self.owned), "broker": self.bus.connected.is_set()}
+
+    async def _round(self, *, take: bool = True) -> None:
+        if not await self.alive.renew():
+            await self.alive.acquire()
+        if not take:
+            return
+        for name in list(self.owned):
+            if not await self.leases[name].renew():
+                log.warning("channel %s: the lease is lost: it stops here", name)
+                await self._release(name, flush=False)
+        try:
+            self._nodes = max(1, len(await self.bus.leases.keys(filters=["node.*"])))
+        except Exception as e:
+            log.debug("cluster: the processes could not be counted: %s", e)
+        share = math.ceil(len(self.hall.channels) / self._nodes)
+        if len(self.owned) > share:
+            # more than this process's share (others started since): hand over one channel
+            # that is not being read, so no reading is interrupted; one a round
+            for name in list(self.owned):
+                rt = self.hall.channels[name].runtime
+                if rt is not None and rt.at_rest:
+                    log.info("channel %s: handed over (%d owned here, share %d)", name,
+                             len(self.owned), share)
+                    await self._release(name, flush=True)
+                    self._orphaned[name] = -2  # not taken back by this process at once
+                    break
+        for name in self.hall.channels:
+            if name in self.owned:
+                continue
+            holder = await self.leases[name].holder_now() if self.bus.connected.is_set() \
+                else b"?"
+            if holder is not None:
+                self._orphaned.pop(name, None)
+                continue
+            self._orphaned[name] = self._orphaned.get(name, 0) + 1
+            if len(self.owned) >= share and self._orphaned[name] < 2:
+                continue
+            if await self.leases[name].acquire():
+                await self._take(name)
+
+    async def _take(self, name: str) -> None:
+        lease = self.leases[name]
+        try:
+            await self.mirror.caught_up(name)
+        except TimeoutError:
+            log.warning("channel %s: the journal could not be read in time: not taken", name)
+            await lease.release()
+            return
+        rr = self.remotes.pop(name, None)
+        if rr is not None:
+            await rr.stop()
+        self.mirror.owned.add(name)
+        self.mirror.restore(name)
+        stream = JournalStream(self.bus, name, self.node)
+        stream.start()
+        svc = self.hall.channels[name]
+        svc.runtime = None
+        self.hall.start_channel(name, journal_tap=stream.tap)
+        svc.durable = stream.flushed
+        assert lease.revision is not None
+        link = OwnerLink(self.bus, svc, self.node, lease.revision)
+        await link.start()
+        self.owned[name] = (link, stream)
+        log.info("channel %s: owned here (epoch %d)", name, lease.revision)
+
+    async def _release(self, name: str, *, flush: bool) -> None:
+        link, stream = self.owned.pop(name)
+        svc = self.hall.channels[name]
+        await self.hall.stop_channel(name)  # silence first
+        svc.durable = None
+        await link.stop()
+        if flush:
+            with contextlib.suppress(Exception):
+                await stream.flushed()
+        await stream.stop()
+        self.mirror.owned.discard(name)
+        await self.leases[name].release()
+        await self._attach(name)
+
+    async def _attach(self, name: str) -> None:
+        svc = self.hall.channels[name]
+        rr = RemoteRuntime(self.bus, name, self.journal_dir, self.hall.config.audio.rate,
+                           self.mirror, svc.on_state, lambda o: _show_output(svc, o))
+        self.remotes[name] = rr
+        svc.runtime = rr
+        await rr.start()
+
+
+def _show_output(svc: ChannelService, o: Output) -> None:
+    svc.audio, svc.output_info, svc.output, svc.volume_db = o.audio, o.info, o.mode, o.volume_db

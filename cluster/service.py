@@ -1,0 +1,59 @@
+"""`yomite serve --bus URL`: what a process does to join a cluster, before and around its hall.
+
+`share_secrets` runs before the server is made (its own short connection): the keys, the
+operator's token and the channels' PINs every process must agree on (cluster.shared).
+`joined` is the hall's companion for the server's life: the connection, the journal's mirror,
+the leases (cluster.node).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import socket
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+from cluster.bus import Bus
+from cluster.node import ClusterNode
+from cluster.shared import secrets_of, share
+from hall.config import Config
+from hall.hall import Hall
+
+
+def node_name() -> str:
+    """This process, unique in the cluster and for this run only (its journal lines' ids)."""
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+def share_secrets(config: Config, url: str) -> dict[str, str]:
+    async def run() -> dict[str, str]:
+        bus = await Bus.connect(url, name="yomite-start", lease_ttl_s=config.cluster.lease_ttl_s,
+                                prefix=config.cluster.prefix)
+        try:
+            return await share(bus.shared, secrets_of(
+                config.journal_dir, [c.name for c in config.server.channels],
+                config.server.security.pin_digits))
+        finally:
+            await bus.close()
+
+    return asyncio.run(run())
+
+
+def joined(config: Config, url: str, node: str
+           ) -> Callable[[Hall], AbstractAsyncContextManager[Any]]:
+    @asynccontextmanager
+    async def run(hall: Hall) -> AsyncIterator[ClusterNode]:
+        bus = await Bus.connect(url, name=node, lease_ttl_s=config.cluster.lease_ttl_s,
+                                prefix=config.cluster.prefix)
+        member = ClusterNode(bus, hall, node)
+        try:
+            await member.start()
+            yield member
+        finally:
+            await member.stop()
+            await bus.close()
+
+    return run
