@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +77,8 @@ class Bus:
         self.lease_ttl_s = lease_ttl_s
         self.connected = asyncio.Event()
         self.connected.set()
+        # called when the broker is back after a loss (a restarted broker forgot consumers)
+        self.on_reconnect: list[Callable[[], Awaitable[None]]] = []
 
     @classmethod
     async def connect(cls, url: str, *, name: str, lease_ttl_s: float = 2.0,
@@ -93,6 +96,11 @@ class Bus:
             log.info("the broker is back")
             if holder:
                 holder[0].connected.set()
+                for again in list(holder[0].on_reconnect):
+                    try:
+                        await again()
+                    except Exception as e:
+                        log.warning("after the broker came back: %s", e)
 
         async def error(e: Exception) -> None:
             log.info("broker connection: %s", e)

@@ -11,13 +11,14 @@ latest match's file from them exactly (`restore`), and the runtime recovers from
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from pathlib import Path
 from typing import Any
 
 from nats.aio.msg import Msg
-from nats.js.api import DeliverPolicy
+from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from cluster.bus import Bus
@@ -39,6 +40,20 @@ class JournalMirror:
         self._sub = await self.bus.js.subscribe(
             self.bus.subjects.journal_all, ordered_consumer=True,
             deliver_policy=DeliverPolicy.ALL, cb=self._on_msg)
+        self.bus.on_reconnect.append(self._again)
+
+    async def _again(self) -> None:
+        """The broker is back: read on from the line after the last one read (a restarted
+        broker has forgotten the consumer; waiting for the ordered consumer to notice takes
+        its heartbeat's seconds)."""
+        old, self._sub = self._sub, None
+        if old is not None:
+            with contextlib.suppress(Exception):
+                await old.unsubscribe()
+        self._sub = await self.bus.js.subscribe(
+            self.bus.subjects.journal_all, ordered_consumer=True, cb=self._on_msg,
+            config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                                  opt_start_seq=self.seen + 1))
 
     async def stop(self) -> None:
         if self._sub is not None:
@@ -48,6 +63,8 @@ class JournalMirror:
                 log.debug("mirror: unsubscribing failed: %s", e)
 
     async def _on_msg(self, msg: Msg) -> None:
+        if msg.metadata.sequence.stream <= self.seen:
+            return  # read already (a subscription made again after the broker came back)
         channel = msg.subject.rsplit(".", 1)[-1]
         try:
             body = json.loads(msg.data)

@@ -82,6 +82,16 @@ class ClusterNode:
                 log.exception("cluster: a round failed")
             await asyncio.sleep(self.interval_s)
 
+    async def live_nodes(self) -> list[str]:
+        """The processes alive now: the `node.<id>` keys, read as the bucket stream's subjects
+        in one request (a key-value `keys()` makes a consumer each time). One that stopped is
+        counted until its key's TTL is over."""
+        bucket = self.bus.subjects.leases
+        info = await self.bus.js.stream_info(f"KV_{bucket}",
+                                             subjects_filter=f"$KV.{bucket}.node.>")
+        prefix = f"$KV.{bucket}.node."
+        return sorted(k.removeprefix(prefix) for k in (info.state.subjects or {}))
+
     async def describe(self) -> dict[str, object]:
         """This process, the live ones, and each channel's owner (None: being taken over)."""
         owners: dict[str, str | None] = {}
@@ -92,9 +102,8 @@ class ClusterNode:
                 holder = None
             owners[name] = holder.decode() if holder is not None else None
         try:
-            nodes = sorted(k.removeprefix("node.")
-                           for k in await self.bus.leases.keys(filters=["node.*"]))
-        except Exception:
+            nodes = await self.live_nodes()
+        except Exception:  # the broker away
             nodes = []
         return {"node": self.node, "nodes": nodes, "owners": owners,
                 "owned": sorted(self.owned), "broker": self.bus.connected.is_set()}
@@ -109,8 +118,8 @@ class ClusterNode:
                 log.warning("channel %s: the lease is lost: it stops here", name)
                 await self._release(name, flush=False)
         try:
-            self._nodes = max(1, len(await self.bus.leases.keys(filters=["node.*"])))
-        except Exception as e:
+            self._nodes = max(1, len(await self.live_nodes()))
+        except Exception as e:  # the broker away: keep the last count
             log.debug("cluster: the processes could not be counted: %s", e)
         share = math.ceil(len(self.hall.channels) / self._nodes)
         if len(self.owned) > share:

@@ -1,0 +1,348 @@
+"""The association's server: `yomite serve --bus` processes sharing one hall through a real NATS
+broker (Debian's nats-server with JetStream, started here on loopback).
+
+Each test starts its own broker and its own processes (each with its own journal folder and the
+same config), finds which process owns a channel from `GET /api/cluster`, and makes the bad
+case certain: SIGKILL of the owner while a verse is read, SIGSTOP of the owner past its lease,
+SIGKILL of the broker. What is asserted is what a hall sees: who reads, whether the match is
+paused and by whom, and that every hold a client was answered for is in the broker's journal.
+Times are printed (the figures are bench/cluster.py's), never asserted.
+"""
+
+import asyncio
+import json
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+from tests.natsbroker import Broker
+from tests.serverproc import Server
+
+TOKEN = "cluster-tests-operator-token-0123456789abc"
+TTL = 2.0
+
+
+def config(url: str, prefix: str, channels: tuple[str, ...]) -> dict[str, Any]:
+    return {
+        "match": {"memorise_s": 1, "cards": 4, "prelude": {"enabled": False},
+                  "gaps": {"between_verses_s": 0.5, "between_cards_s": 0.5}},
+        "voice": {"engine": "estimate", "speed": 1.0},
+        "audio": {"output": "null"},
+        "server": {"channels": [{"name": c} for c in channels]},
+        "cluster": {"bus": url, "lease_ttl_s": TTL, "prefix": prefix},
+    }
+
+
+class Cluster:
+    def __init__(self, tmp: Path, broker: Broker, n: int, channels: tuple[str, ...]) -> None:
+        self.broker = broker
+        self.prefix = f"t{os.getpid()}{int(time.monotonic() * 1000) % 100000}"
+        self.servers = [Server(_mk(tmp / f"p{i}"), config(broker.url, self.prefix, channels),
+                               TOKEN) for i in range(n)]
+
+    def start(self) -> "Cluster":
+        for s in self.servers:
+            s.start()
+        return self
+
+    def stop(self) -> None:
+        for s in self.servers:
+            s.stop()
+
+    def live(self) -> list[Server]:
+        return [s for s in self.servers if s.proc is not None and s.proc.poll() is None]
+
+    def describe(self, s: Server) -> dict[str, Any]:
+        r = httpx2.get(s.base + "/api/cluster", headers=s.op, timeout=10)
+        assert r.status_code == 200, r.text
+        out: dict[str, Any] = r.json()
+        return out
+
+    def owner(self, ch: str, timeout: float = 30.0,
+              among: list[Server] | None = None) -> Server:
+        """The live process that owns `ch` (waiting until one does)."""
+        def find() -> Server | None:
+            for s in among or self.live():
+                if ch in self.describe(s)["owned"]:
+                    return s
+            return None
+        return wait_for(find, timeout, f"an owner of {ch}")
+
+    def others(self, s: Server) -> list[Server]:
+        return [x for x in self.live() if x is not s]
+
+
+def _mk(p: Path) -> Path:
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def wait_for(probe: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        v = probe()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {timeout:.0f} s for {what}")
+        time.sleep(0.05)
+
+
+def state(s: Server, ch: str) -> dict[str, Any]:
+    r = httpx2.get(f"{s.base}/api/channels/{ch}", headers=s.op, timeout=10)
+    assert r.status_code == 200, r.text
+    out: dict[str, Any] = r.json()
+    return out
+
+
+def call(s: Server, method: str, path: str, **kw: Any) -> httpx2.Response:
+    return httpx2.request(method, s.base + path, headers=s.op, timeout=20, **kw)
+
+
+def hold(s: Server, ch: str, referee: str) -> httpx2.Response:
+    return call(s, "PUT", f"/api/channels/{ch}/holds/{referee}")
+
+
+def release(s: Server, ch: str, referee: str) -> httpx2.Response:
+    return call(s, "DELETE", f"/api/channels/{ch}/holds/{referee}")
+
+
+def holders(st: dict[str, Any]) -> list[str]:
+    m = st.get("match") or {}
+    return sorted(h["referee"] for h in m.get("holds", []))
+
+
+def reading_a_verse(s: Server, ch: str) -> bool:
+    m = state(s, ch).get("match") or {}
+    seg = m.get("segment") or {}
+    return bool(not m.get("paused") and seg.get("verse") in ("kami", "shimo")
+                and m.get("phase") == "reading")
+
+
+def start_match(s: Server, ch: str) -> None:
+    r = call(s, "POST", f"/api/channels/{ch}/match", json={})
+    assert r.status_code == 200, r.text
+    r = call(s, "POST", f"/api/channels/{ch}/match/start")
+    assert r.status_code == 200, r.text
+
+
+def journal_lines(url: str, prefix: str, ch: str) -> list[dict[str, Any]]:
+    """Every line the broker's stream holds for the channel (what a new owner replays)."""
+    import nats
+
+    async def read() -> list[dict[str, Any]]:
+        nc = await nats.connect(url)
+        try:
+            js = nc.jetstream()
+            sub = await js.pull_subscribe(f"{prefix}.journal.{ch}",
+                                          stream=f"{prefix.upper()}_JOURNAL")
+            out: list[dict[str, Any]] = []
+            while True:
+                try:
+                    msgs = await sub.fetch(200, timeout=1)
+                except Exception:  # nats' TimeoutError: none left
+                    break
+                for m in msgs:
+                    out.append(json.loads(m.data)["line"])
+                    await m.ack()
+            return out
+        finally:
+            await nc.close()
+
+    return asyncio.run(read())
+
+
+def held_in(lines: list[dict[str, Any]], referee: str) -> bool:
+    return any(referee in json.dumps(line) and "hold" in json.dumps(line) for line in lines)
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    b = Broker(tmp_path / "broker")
+    b.tmp.mkdir(parents=True, exist_ok=True)
+    b.start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+def test_a_hold_sent_to_one_process_stops_a_channel_owned_by_another(
+        tmp_path: Path, broker: Broker) -> None:
+    c = Cluster(tmp_path, broker, 2, ("main", "pink")).start()
+    try:
+        # both channels owned, one each once both processes are up (a process over its share
+        # hands a channel that is not being read to the other)
+        owners = wait_for(lambda: (o := c.describe(c.servers[0])["owners"])
+                          and len({o["main"], o["pink"]} - {None}) == 2 and o, 30,
+                          "one channel owned by each process")
+        print("owners:", owners)
+        owner = c.owner("main")
+        other = c.others(owner)[0]
+        assert "main" not in c.describe(other)["owned"]
+        start_match(other, "main")  # prepared and started through the other process
+        wait_for(lambda: reading_a_verse(owner, "main"), 30, "a verse being read")
+        t0 = time.perf_counter()
+        r = hold(other, "main", "ref-a")
+        took = time.perf_counter() - t0
+        assert r.status_code == 200, r.text
+        assert r.json()["match"]["paused"] is True
+        assert holders(r.json()) == ["ref-a"]
+        print(f"hold through the other process answered in {took * 1000:.1f} ms")
+        # the owner read it: its own state is paused by that hand
+        st = state(owner, "main")
+        assert st["match"]["paused"] is True and holders(st) == ["ref-a"]
+        # and it was in the broker's journal before it was answered
+        assert held_in(journal_lines(broker.url, c.prefix, "main"), "ref-a")
+        # both processes show the same state (the owner's, carried whole)
+        mine, theirs = state(owner, "main"), state(other, "main")
+        assert mine["match"] == theirs["match"]
+        assert (mine["journal"], mine["audio"], mine["output"]) == (
+            theirs["journal"], theirs["audio"], theirs["output"])
+        # an illegal move is refused by the owner and answered alike through the other
+        again = call(other, "POST", "/api/channels/main/match/start")
+        direct = call(owner, "POST", "/api/channels/main/match/start")
+        assert again.status_code == direct.status_code == 409
+        assert again.json()["error"] == direct.json()["error"]
+        assert again.json()["detail"] == direct.json()["detail"]
+        # the other channel, owned by the other process, was not touched
+        assert (state(owner, "pink").get("match") or {}).get("paused") in (None, False)
+        r = release(other, "main", "ref-a")
+        assert r.status_code == 200, r.text
+        wait_for(lambda: not state(owner, "main")["match"]["paused"], 10, "reading again")
+    finally:
+        c.stop()
+
+
+def test_an_owner_killed_mid_verse_is_replaced_paused_with_every_acknowledged_hold(
+        tmp_path: Path, broker: Broker) -> None:
+    c = Cluster(tmp_path, broker, 3, ("main",)).start()
+    try:
+        owner = c.owner("main")
+        a, b = c.others(owner)
+        start_match(a, "main")
+        wait_for(lambda: reading_a_verse(owner, "main"), 30, "a verse being read")
+        acked = []
+        for i, via in enumerate((a, b, owner, a)):
+            rid = f"ack-{i}"
+            assert hold(via, "main", rid).status_code == 200
+            acked.append(rid)
+            assert release(via, "main", rid).status_code == 200
+        assert hold(b, "main", "kept").status_code == 200
+        assert release(b, "main", "kept").status_code == 200
+        assert hold(a, "main", "up").status_code == 200
+        assert release(a, "main", "up").status_code == 200
+        wait_for(lambda: reading_a_verse(owner, "main"), 30, "a verse read again")
+        t0 = time.monotonic()
+        owner.kill()
+        survivors = c.live()
+
+        def recovered() -> dict[str, Any] | None:
+            for s in survivors:
+                st = state(s, "main")
+                m = st.get("match") or {}
+                if st.get("recovered") and m.get("paused") and "@recovered" in holders(st):
+                    return st
+            return None
+
+        st = wait_for(recovered, 30, "the match recovered by another process")
+        took = time.monotonic() - t0
+        print(f"recovered paused by another process {took:.2f} s after the kill")
+        assert holders(st) == ["@recovered"]  # the hands were down; never resumes by itself
+        new = c.owner("main", among=survivors)
+        assert new is not owner
+        lines = journal_lines(broker.url, c.prefix, "main")
+        for rid in [*acked, "kept", "up"]:
+            assert held_in(lines, rid), rid
+        # every process shows it, and it stays paused
+        time.sleep(TTL)
+        for s in survivors:
+            st = state(s, "main")
+            assert st["match"]["paused"] is True and holders(st) == ["@recovered"]
+        # the operator resumes it through any process
+        r = call(c.others(new)[0], "POST", "/api/channels/main/match/resume")
+        assert r.status_code == 200, r.text
+        wait_for(lambda: not state(new, "main")["match"]["paused"], 15, "reading again")
+    finally:
+        c.stop()
+
+
+def test_a_frozen_owner_stops_reading_once_another_took_its_channel(
+        tmp_path: Path, broker: Broker) -> None:
+    c = Cluster(tmp_path, broker, 2, ("main",)).start()
+    try:
+        owner = c.owner("main")
+        other = c.others(owner)[0]
+        start_match(other, "main")
+        wait_for(lambda: reading_a_verse(owner, "main"), 30, "a verse being read")
+        assert owner.proc is not None
+        owner.proc.send_signal(signal.SIGSTOP)
+        try:
+            wait_for(lambda: "main" in c.describe(other)["owned"], 30,
+                     "the other process taking the channel")
+            st = wait_for(lambda: (s := state(other, "main"))["match"]["paused"] and s, 15,
+                          "the match recovered paused")
+            assert "@recovered" in holders(st)
+        finally:
+            owner.proc.send_signal(signal.SIGCONT)
+        # woken, the old owner finds its lease gone and stops reading: one owner only
+        wait_for(lambda: "main" not in c.describe(owner)["owned"], 15,
+                 "the old owner giving the channel up")
+        assert "main" in c.describe(other)["owned"]
+        # and it shows the new owner's state, paused
+        wait_for(lambda: holders(state(owner, "main")) == ["@recovered"], 15,
+                 "the old owner showing the new owner's state")
+        assert "lease ch.main: " in owner.log()
+    finally:
+        c.stop()
+
+
+def test_a_broker_killed_and_started_again_is_survived(tmp_path: Path, broker: Broker) -> None:
+    c = Cluster(tmp_path, broker, 2, ("main",)).start()
+    try:
+        owner = c.owner("main")
+        other = c.others(owner)[0]
+        start_match(other, "main")
+        wait_for(lambda: reading_a_verse(owner, "main"), 30, "a verse being read")
+        assert hold(other, "main", "before").status_code == 200
+        assert release(other, "main", "before").status_code == 200
+        broker.kill()
+        # with no broker, no hold reaches the owner from elsewhere: the answer says so
+        r = hold(other, "main", "meanwhile")
+        assert r.status_code in (409, 503), r.text
+        assert "try again" in r.json()["detail"]
+        time.sleep(1.0)
+        broker.start()
+        t0 = time.monotonic()
+
+        def back() -> dict[str, Any] | None:
+            for s in c.live():
+                try:
+                    st = state(s, "main")
+                    d = c.describe(s)
+                except AssertionError:
+                    return None
+                m = st.get("match") or {}
+                if not d["broker"] or not m.get("paused"):
+                    return None
+            owners = {x for s in c.live() for x in c.describe(s)["owned"]}
+            return st if owners == {"main"} else None
+
+        st = wait_for(back, 30, "the channel back, paused, on every process")
+        print(f"back {time.monotonic() - t0:.2f} s after the broker was started again")
+        assert "@recovered" in holders(st)
+        assert held_in(journal_lines(broker.url, c.prefix, "main"), "before")
+        # holds reach the owner again through any process
+        owner = c.owner("main")
+        r = hold(c.others(owner)[0], "main", "after")
+        assert r.status_code == 200, r.text
+        assert "after" in holders(state(owner, "main"))
+        assert held_in(journal_lines(broker.url, c.prefix, "main"), "after")
+    finally:
+        c.stop()
