@@ -75,8 +75,12 @@ def install_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ChannelStopped)
     async def _stopped(_r: Request, e: ChannelStopped) -> JSONResponse:
+        # one process: the server is shutting down; a cluster's: the channel's owner is being
+        # replaced (seconds) or the broker is out of reach. The message says which.
         return JSONResponse(body("channel_stopped", str(e),
-                                 "the server is shutting down: start it again"), 503)
+                                 "try again in a few seconds; if it goes on, start the "
+                                 "server (or the cluster's broker) again"), 503,
+                            headers={"Retry-After": "2"})
 
     @app.exception_handler(ReaderError)
     async def _reader(_r: Request, e: ReaderError) -> JSONResponse:

@@ -18,6 +18,7 @@ from typing import Any
 
 from cluster.bus import Bus
 from cluster.node import ClusterNode
+from cluster.referees import RefereeShare
 from cluster.shared import secrets_of, share
 from hall.config import Config
 from hall.hall import Hall
@@ -49,11 +50,14 @@ def joined(config: Config, url: str, node: str
         bus = await Bus.connect(url, name=node, lease_ttl_s=config.cluster.lease_ttl_s,
                                 prefix=config.cluster.prefix)
         member = ClusterNode(bus, hall, node)
+        referees = RefereeShare(bus, hall.auth)
         try:
+            await referees.start()
             await member.start()
             yield member
         finally:
             await member.stop()
+            await referees.stop()
             await bus.close()
 
     return run

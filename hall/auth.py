@@ -15,6 +15,7 @@ import os
 import secrets
 import time
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime as _datetime
 from enum import StrEnum
@@ -113,6 +114,8 @@ class Auth:
         # channel -> suspect -> when it last sent a wrong PIN (oldest first)
         self._suspects: dict[str, OrderedDict[str, float]] = {}
         self.max_per_channel = max_per_channel
+        # told each referee joined or removed here (a cluster shares them: cluster.referees)
+        self.on_change: Callable[[dict[str, object]], None] | None = None
         self._store = store
         self._load(keep_across_days, time.time() if now is None else now)
 
@@ -319,6 +322,8 @@ class Auth:
         ref = Referee(rid, channel, name, digest(token))
         self._append(self._row(ref))
         self._add(ref)
+        if self.on_change is not None:
+            self.on_change(self._row(ref))
         return ref, token
 
     def remove(self, rid: str) -> Referee | None:
@@ -326,7 +331,35 @@ class Auth:
         if rid not in self._by_id:
             return None
         self._append({"op": "remove", "id": rid})
+        if self.on_change is not None:
+            self.on_change({"op": "remove", "id": rid})
         return self._forget(rid)
+
+    def apply_row(self, row: dict[str, object]) -> bool:
+        """A referee joined or removed at another process of the cluster (a row as `_row`
+        writes it): known here from now on, and kept in this process's own store. False if
+        it changed nothing or is malformed."""
+        try:
+            rid = str(row["id"])
+            if row.get("op") == "remove":
+                if rid not in self._by_id:
+                    return False
+                with contextlib.suppress(OSError):
+                    self._append({"op": "remove", "id": rid})
+                self._forget(rid)
+                return True
+            joined = row["joined"]
+            if rid in self._by_id or not isinstance(joined, int | float):
+                return False
+            ref = Referee(rid, str(row["channel"]), str(row["name"])[:64],
+                          bytes.fromhex(str(row["digest"])), float(joined))
+        except (KeyError, TypeError, ValueError):
+            log.warning("a malformed referee from the cluster is skipped")
+            return False
+        with contextlib.suppress(OSError):
+            self._append(self._row(ref))
+        self._add(ref)
+        return True
 
     def referee(self, rid: str) -> Referee | None:
         return self._by_id.get(rid)

@@ -346,3 +346,38 @@ def test_a_broker_killed_and_started_again_is_survived(tmp_path: Path, broker: B
         assert held_in(journal_lines(broker.url, c.prefix, "main"), "after")
     finally:
         c.stop()
+
+
+def test_a_referee_joined_through_one_process_is_known_to_every_process(
+        tmp_path: Path, broker: Broker) -> None:
+    c = Cluster(tmp_path, broker, 2, ("main",)).start()
+    try:
+        a, b = c.servers
+        # one PIN for the channel on every process (shared through the broker at start)
+        pins = {state(s, "main")["pin"] for s in (a, b)}
+        assert len(pins) == 1
+        r = httpx2.post(f"{a.base}/api/channels/main/referees",
+                        json={"pin": pins.pop(), "name": "mat 3"}, timeout=10)
+        assert r.status_code == 200, r.text
+        rid, token = r.json()["referee"], r.json()["token"]
+        mine = {"Authorization": f"Bearer {token}"}
+
+        def known_at_b() -> bool:
+            r = httpx2.get(f"{b.base}/api/session", headers=mine, timeout=10)
+            return r.status_code == 200 and r.json().get("role") == "referee"
+        wait_for(known_at_b, 10, "the referee known to the other process")
+        owner = c.owner("main")
+        start_match(a, "main")
+        wait_for(lambda: reading_a_verse(owner, "main"), 30, "a verse being read")
+        # its own hand, raised through the other process with its own token
+        r = httpx2.put(f"{b.base}/api/channels/main/holds/{rid}", headers=mine, timeout=10)
+        assert r.status_code == 200, r.text
+        assert holders(state(owner, "main")) == [rid]
+        # removed through one process: its token dies on every process
+        r = call(b, "DELETE", f"/api/channels/main/referees/{rid}")
+        assert r.status_code == 200, r.text
+        wait_for(lambda: httpx2.get(f"{a.base}/api/session", headers=mine,
+                                    timeout=10).status_code == 401, 10,
+                 "the removed referee's token refused by the other process")
+    finally:
+        c.stop()
