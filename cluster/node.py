@@ -159,12 +159,21 @@ class ClusterNode:
         if rr is not None:
             await rr.stop()
         self.mirror.owned.add(name)
-        self.mirror.restore(name)
         stream = JournalStream(self.bus, name, self.node)
-        stream.start()
         svc = self.hall.channels[name]
         svc.runtime = None
-        self.hall.start_channel(name, journal_tap=stream.tap)
+        try:
+            self.mirror.restore(name)
+            stream.start()
+            self.hall.start_channel(name, journal_tap=stream.tap)
+        except Exception:  # its output or journal cannot be opened here: another process
+            log.exception("channel %s: cannot be started here: given back", name)
+            await self.hall.stop_channel(name)
+            await stream.stop()
+            self.mirror.owned.discard(name)
+            await lease.release()
+            await self._attach(name)
+            return
         svc.durable = stream.flushed
         assert lease.revision is not None
         link = OwnerLink(self.bus, svc, self.node, lease.revision)
