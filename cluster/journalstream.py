@@ -16,7 +16,10 @@ import contextlib
 import json
 import logging
 from collections import deque
+from collections.abc import Callable
 from typing import Any
+
+from nats.js.errors import APIError
 
 from cluster.bus import Bus
 from hall.errors import JournalUnavailable
@@ -24,14 +27,27 @@ from hall.errors import JournalUnavailable
 log = logging.getLogger("yomite.cluster")
 
 ORIGIN = "Yomite-Origin"
+EXPECTED_LAST = "Nats-Expected-Last-Subject-Sequence"
+WRONG_LAST_SEQUENCE = 10071  # JetStream: the subject's last sequence is not the one expected
 
 
 class JournalStream:
-    def __init__(self, bus: Bus, channel: str, node: str, timeout_s: float = 5.0) -> None:
+    """`last_seq`: the stream's sequence number of the channel's last line when this process
+    took the channel. Each line is stored only if the channel's last line is still the one this
+    process stored before it (JetStream's expected last subject sequence): a process that lost
+    its lease without knowing it (frozen, cut off) can never add a line after the new owner's.
+    `on_fenced` is called when that happens."""
+
+    def __init__(self, bus: Bus, channel: str, node: str, *, last_seq: int = 0,
+                 timeout_s: float = 5.0,
+                 on_fenced: Callable[[], None] | None = None) -> None:
         self.bus = bus
         self.channel = channel
         self.node = node
         self.timeout_s = timeout_s
+        self.last_seq = last_seq
+        self.fenced = False
+        self._on_fenced = on_fenced
         self._lines: deque[tuple[int, bytes]] = deque()
         self._made = 0  # lines handed over
         self._stored = 0  # lines the broker has acknowledged
@@ -67,6 +83,10 @@ class JournalStream:
         try:
             async with asyncio.timeout(self.timeout_s):
                 while self._stored < target:
+                    if self.fenced:
+                        raise JournalUnavailable(
+                            "applied, but this process no longer owns the channel: its "
+                            "journal is another process's now; try again")
                     self._stored_changed.clear()
                     await self._stored_changed.wait()
         except TimeoutError:
@@ -84,14 +104,29 @@ class JournalStream:
                 continue
             n, data = self._lines[0]
             try:
-                await self.bus.js.publish(subject, data, timeout=2.0, headers={
-                    "Nats-Msg-Id": f"{self.node}:{n}", ORIGIN: self.node})
+                ack = await self.bus.js.publish(subject, data, timeout=2.0, headers={
+                    "Nats-Msg-Id": f"{self.node}:{n}", ORIGIN: self.node,
+                    EXPECTED_LAST: str(self.last_seq)})
             except asyncio.CancelledError:
                 raise
-            except Exception as e:
+            except APIError as e:
+                if e.err_code == WRONG_LAST_SEQUENCE:
+                    log.warning("channel %s: another process wrote its journal since: this "
+                                "process no longer owns it", self.channel)
+                    self.fenced = True
+                    self._lines.clear()
+                    self._stored_changed.set()
+                    if self._on_fenced is not None:
+                        self._on_fenced()
+                    return
+                log.info("channel %s: journal line %d refused (%s)", self.channel, n, e)
+                await asyncio.sleep(0.2)
+                continue
+            except Exception as e:  # the broker away: the same line again
                 log.info("channel %s: journal line %d not stored yet (%s)", self.channel, n, e)
                 await asyncio.sleep(0.2)
                 continue
+            self.last_seq = ack.seq  # (a line sent again: the seq it was stored with)
             self._lines.popleft()
             self._stored = n
             self._stored_changed.set()

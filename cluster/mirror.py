@@ -95,18 +95,20 @@ class JournalMirror:
         except OSError as e:
             log.warning("mirror: cannot write %s/%s: %s", channel, file, e)
 
-    async def caught_up(self, channel: str, timeout_s: float = 5.0) -> None:
-        """Wait until every line the stream holds for `channel` has been read here."""
+    async def caught_up(self, channel: str, timeout_s: float = 5.0) -> int:
+        """Wait until every line the stream holds for `channel` has been read here; the
+        stream's sequence number of its last line (0: none)."""
         try:
             last = await self.bus.js.get_last_msg(self.bus.subjects.stream,
                                                   self.bus.subjects.journal(channel))
             target = last.seq or 0
         except NotFoundError:
-            return
+            return 0
         async with asyncio.timeout(timeout_s):
             while self.seen < target:
                 self._seen_changed.clear()
                 await self._seen_changed.wait()
+        return target
 
     def restore(self, channel: str) -> Path | None:
         """Write the channel's latest match file as the stream has it (the runtime recovers

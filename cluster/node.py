@@ -49,6 +49,7 @@ class ClusterNode:
         self._orphaned: dict[str, int] = {}
         self._nodes = 1
         self._task: asyncio.Task[None] | None = None
+        self._fencing: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         await self.alive.acquire()  # counted by the others from now on
@@ -150,7 +151,7 @@ class ClusterNode:
     async def _take(self, name: str) -> None:
         lease = self.leases[name]
         try:
-            await self.mirror.caught_up(name)
+            last_seq = await self.mirror.caught_up(name)
         except TimeoutError:
             log.warning("channel %s: the journal could not be read in time: not taken", name)
             await lease.release()
@@ -159,7 +160,8 @@ class ClusterNode:
         if rr is not None:
             await rr.stop()
         self.mirror.owned.add(name)
-        stream = JournalStream(self.bus, name, self.node)
+        stream = JournalStream(self.bus, name, self.node, last_seq=last_seq,
+                               on_fenced=lambda: self._fenced(name))
         svc = self.hall.channels[name]
         svc.runtime = None
         try:
@@ -180,6 +182,18 @@ class ClusterNode:
         await link.start()
         self.owned[name] = (link, stream)
         log.info("channel %s: owned here (epoch %d)", name, lease.revision)
+
+    def _fenced(self, name: str) -> None:
+        """Another process wrote the channel's journal: this one lost it (frozen, cut off)
+        before its lease said so. It stops reading at once."""
+        async def give_up() -> None:
+            if name in self.owned:
+                self.leases[name].revision = None
+                await self._release(name, flush=False)
+
+        task = asyncio.get_running_loop().create_task(give_up())
+        self._fencing.add(task)
+        task.add_done_callback(self._fencing.discard)
 
     async def _release(self, name: str, *, flush: bool) -> None:
         link, stream = self.owned.pop(name)
