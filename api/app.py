@@ -24,23 +24,30 @@ from api.routes import (
     history,
     holds,
     matches,
+    orgs,
     pages,
     preview,
     recording,
     referees,
     reference,
+    rooms,
     speakers,
     ws,
 )
 from audio.config import VoiceConfig
+from audio.output.sink import WallClock
 from audio.voices.recording import MAX_UPLOAD_BYTES, RecordingPack
 from hall.auth import Auth
 from hall.config import Config
 from hall.desk import Desk
 from hall.gcpolicy import GcPolicy
 from hall.hall import Hall
+from hall.orgs import Orgs
+from hall.rooms import Rooms
+from hall.roomstore import FileBucket, OrgStore, RoomStore
 from hall.sinks import SinkFactory, default_sink
 from hall.voices import VoiceLike
+from reader.clock import Clock
 
 if TYPE_CHECKING:
     from audio.voices.renderpool import RenderPool
@@ -76,6 +83,10 @@ TAGS = [
     {"name": "holds", "description": "referees' hands (rule 10)"},
     {"name": "referees", "description": "joining with the PIN; the PIN, join links and QR"},
     {"name": "reference", "description": "health, poems, voices, devices, who a token is"},
+    {"name": "organisations", "description": "the admin's organisations and their invite "
+     "codes; a teacher redeems one for a token that operates its organisation's rooms"},
+    {"name": "rooms", "description": "rooms opened on demand by an organisation's operators: "
+     "their links and QR codes, the list, closing (docs/rooms.md)"},
 ]
 
 
@@ -113,9 +124,11 @@ def create_app(
     operator_token: str | None = None,
     on_ready: Callable[[Hall, str, bool], None] | None = None,
     listen: tuple[str, int] | None = None,
+    clock: Clock | None = None,
 ) -> FastAPI:
     """`listen`: the host and port the server is bound to (the join links' port); default
-    the config's."""
+    the config's. `clock`: what the rooms' idle time is measured by (monotonic seconds; a
+    test moves a `reader.clock.ManualClock` by hand)."""
     sec, refs = config.server.security, config.server.referees
     auth = Auth(operator_token or sec.operator_token, sec.pin_attempts_per_minute,
                 store=config.journal_dir / "referees.jsonl",
@@ -147,6 +160,12 @@ def create_app(
         hall = Hall(config, v, auth, make_sink, make_voice=voice_for)
         app.state.hall = hall
         await hall.start()
+        registry = app.state.rooms = Rooms(
+            config, hall, Orgs(OrgStore(FileBucket(config.journal_dir / "orgs.jsonl")), auth,
+                               config.rooms),
+            RoomStore(FileBucket(config.journal_dir / "rooms.jsonl")),
+            clock or WallClock())
+        await registry.start()  # the rooms open before a restart, their journals recovered
         if pool is not None:
             pool.start(config.voice, rate)
         desk = Desk(config, hall)  # after the hall: it matches rounds with channel journals
@@ -154,6 +173,7 @@ def create_app(
         try:
             await desk.start()
         except BaseException:
+            await registry.stop()
             await hall.stop()
             if pool is not None:
                 pool.close()
@@ -171,6 +191,7 @@ def create_app(
         finally:
             await app.state.gc.stop()
             await desk.stop()
+            await registry.stop()
             await hall.stop()
             if pool is not None:
                 pool.close()
@@ -188,7 +209,7 @@ def create_app(
     install_handlers(app)
     app.include_router(tournaments.pages)  # before pages' /static/{name}: its strings
     for module in (health, reference, matches, preview, history, holds, referees, speakers,
-                   clips, ws, recording, tournaments, pages):
+                   clips, ws, recording, orgs, rooms, tournaments, pages):
         app.include_router(module.router)
     # the door, outermost last: a foreign Host, then an oversized body, are refused before
     # any route (or token check) sees the request
