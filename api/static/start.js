@@ -36,6 +36,7 @@
     box.replaceChildren(Y.el("strong", {}, e.title));
     if (e.detail) box.append(Y.el("span", {}, e.detail));
     if (e.hint) box.append(Y.el("span", { class: "hint" }, e.hint));
+    else if (err.code === "network") box.append(Y.el("span", { class: "hint" }, t("network_hint")));
     box.dataset.code = err.code || "";
     box.hidden = false;
   }
