@@ -37,7 +37,7 @@ async def health(h: HallDep, request: Request) -> Response:
     in_rooms = [s for n, s in h.channels.items() if n not in shown]
     counts = RoomsHealth(open=len(in_rooms), clients=sum(len(s.hub.clients) for s in in_rooms))
     key = (tuple((n, channel_key(s)) for n, s in shown.items()), counts.open, counts.clients)
-    body = await cache.get(lambda: made_health(h, shown, counts, gc, cache), key)
+    body = await cache.get(lambda: made_health(h, gc, cache, shown, counts), key)
     return Response(body, media_type="application/json")
 
 
@@ -68,12 +68,15 @@ async def made_channel(s: ChannelService) -> bytes:
         recent_publishes=list(s.hub.published)).model_dump_json(exclude_unset=True).encode()
 
 
-async def made_health(h: Hall, shown: dict[str, ChannelService], rooms: RoomsHealth,
-                      gc: GcPolicy | None, cache: HealthCache) -> bytes:
+async def made_health(h: Hall, gc: GcPolicy | None, cache: HealthCache,
+                      shown: dict[str, ChannelService] | None = None,
+                      rooms: RoomsHealth | None = None) -> bytes:
     """The channels' parts kept where the channel did not change; the others made one at a
-    time, the loop given back after each (a hold waiting runs there)."""
+    time, the loop given back after each (a hold waiting runs there). `shown`: the channels
+    named (default every one; the server names config.yaml's and counts the rooms)."""
     parts = cache.parts
     channels: list[bytes] = []
+    shown = h.channels if shown is None else shown
     for n, s in list(shown.items()):
         made = parts.made
         body = await parts.part(n, channel_key(s), partial(made_channel, s))
