@@ -200,6 +200,9 @@ def test_the_lists_name_only_ones_own_rooms(world: World) -> None:
                            call(s, "GET", "/api/rooms", token).json()["rooms"]]
     assert rooms(w.a) == [w.ra] and rooms(w.b) == [w.rb]
     assert set(rooms(TOKEN)) == {w.ra, w.rb}
+    # the admin (the server's own token) operates every organisation's rooms
+    assert call(s, "GET", f"/api/channels/{w.rb}/pin", TOKEN).json()["pin"]
+    assert ws_hello(ws_url(s, w.ra, TOKEN))["role"] == "operator"
     # a viewer still reaches a room whose name it was given (the projector, the referees)
     assert call(s, "GET", f"/api/channels/{w.ra}").json()["channel"] == w.ra
     # the health counts the rooms and names none of them
