@@ -47,7 +47,7 @@ screenshots: setup-test
 	scripts/audio-harness.sh start
 	. $${YH_RUN:-/tmp/yomite-audio}/env.sh && YOMITE_SCREENSHOTS=docs/screenshots \
 		$(BIN)/pytest tests/test_pages.py tests/test_record_page.py tests/test_classroom_pages.py \
-		tests/test_speaker_pages.py tests/test_desk_pages.py $(ARGS)
+		tests/test_speaker_pages.py tests/test_desk_pages.py tests/test_rooms_page.py $(ARGS)
 
 # the wheel and the sdist into dist/ (scripts/dist.py: with the setuptools of the test tools,
 # no download); what a laptop installs: README "On your own laptop"

@@ -41,12 +41,19 @@ class HealthCacheCounts(Open):
                                     "made again only when its channel changed")
 
 
+class RoomsHealth(Open):
+    open: int
+    clients: int
+
+
 class Health(Open):
     status: str
     event_loop: dict[str, Any] = Field(description="the loop watch's report and scheduling")
     gc: dict[str, Any] | None
     render_waits: list[RenderWait]
     cache: HealthCacheCounts | None = Field(None, description="what making answers cost")
+    rooms: RoomsHealth | None = Field(None, description="the organisations' rooms, counted "
+                                      "(their names are their operators' to give)")
     channels: dict[str, ChannelHealth] = Field(description="the last field (its parts are "
                                                "kept as JSON and put in as they are)")
 
@@ -86,10 +93,12 @@ class WsProtocolAnswer(Open):
 
 
 class SessionAnswer(Open):
-    role: str = Field(description="viewer, referee or operator")
+    role: str = Field(description="viewer, referee, speaker or operator")
     channel: str | None
     referee: str | None
     name: str | None
+    org: str | None = Field(None, description="an organisation's operator: its organisation "
+                            "(it operates that organisation's rooms only); null for the admin")
 
 
 # ---------------------------------------------------------------------------- channels

@@ -24,11 +24,13 @@ from api.routes import (
     history,
     holds,
     matches,
+    orgs,
     pages,
     preview,
     recording,
     referees,
     reference,
+    rooms,
     speakers,
     ws,
 )
@@ -36,14 +38,19 @@ from api.routes import (
     cluster as cluster_routes,
 )
 from audio.config import VoiceConfig
+from audio.output.sink import WallClock
 from audio.voices.recording import MAX_UPLOAD_BYTES, RecordingPack
 from hall.auth import Auth
 from hall.config import Config
 from hall.desk import Desk
 from hall.gcpolicy import GcPolicy
 from hall.hall import Hall
+from hall.orgs import Orgs
+from hall.rooms import Rooms
+from hall.roomstore import FileBucket, OrgStore, RoomStore
 from hall.sinks import SinkFactory, default_sink
 from hall.voices import VoiceLike
+from reader.clock import Clock
 
 if TYPE_CHECKING:
     from audio.voices.renderpool import RenderPool
@@ -79,6 +86,10 @@ TAGS = [
     {"name": "holds", "description": "referees' hands (rule 10)"},
     {"name": "referees", "description": "joining with the PIN; the PIN, join links and QR"},
     {"name": "reference", "description": "health, poems, voices, devices, who a token is"},
+    {"name": "organisations", "description": "the admin's organisations and their invite "
+     "codes; a teacher redeems one for a token that operates its organisation's rooms"},
+    {"name": "rooms", "description": "rooms opened on demand by an organisation's operators: "
+     "their links and QR codes, the list, closing (docs/rooms.md)"},
 ]
 
 
@@ -117,10 +128,13 @@ def create_app(
     on_ready: Callable[[Hall, str, bool], None] | None = None,
     listen: tuple[str, int] | None = None,
     cluster: Callable[[Hall], AbstractAsyncContextManager[Any]] | None = None,
+    clock: Clock | None = None,
 ) -> FastAPI:
     """`listen`: the host and port the server is bound to (the join links' port); default
     the config's. `cluster`: this process is one of a cluster's (cluster.service.joined): the
-    hall starts no channel itself, the cluster starts those whose lease it takes."""
+    hall starts no channel itself, the cluster starts those whose lease it takes. `clock`:
+    what the rooms' idle time is measured by (monotonic seconds; a test moves a
+    `reader.clock.ManualClock` by hand)."""
     sec, refs = config.server.security, config.server.referees
     auth = Auth(operator_token or sec.operator_token, sec.pin_attempts_per_minute,
                 store=config.journal_dir / "referees.jsonl",
@@ -159,6 +173,13 @@ def create_app(
             except BaseException:
                 await hall.stop()
                 raise
+        registry = app.state.rooms = Rooms(
+            config, hall, Orgs(OrgStore(FileBucket(config.journal_dir / "orgs.jsonl")), auth,
+                               config.rooms),
+            RoomStore(FileBucket(config.journal_dir / "rooms.jsonl")),
+            clock or WallClock())
+        if member is None:  # a cluster's processes do not share rooms yet (docs/cluster.md)
+            await registry.start()  # the rooms open before a restart, their journals recovered
         if pool is not None:
             pool.start(config.voice, rate)
         desk = Desk(config, hall)  # after the hall: it matches rounds with channel journals
@@ -166,6 +187,7 @@ def create_app(
         try:
             await desk.start()
         except BaseException:
+            await registry.stop()
             if member is not None:
                 await member.__aexit__(None, None, None)
             await hall.stop()
@@ -185,6 +207,7 @@ def create_app(
         finally:
             await app.state.gc.stop()
             await desk.stop()
+            await registry.stop()
             if member is not None:
                 await member.__aexit__(None, None, None)
             await hall.stop()
@@ -204,7 +227,7 @@ def create_app(
     install_handlers(app)
     app.include_router(tournaments.pages)  # before pages' /static/{name}: its strings
     for module in (health, cluster_routes, reference, matches, preview, history, holds,
-                   referees, speakers, clips, ws, recording, tournaments, pages):
+                   referees, speakers, clips, ws, recording, orgs, rooms, tournaments, pages):
         app.include_router(module.router)
     # the door, outermost last: a foreign Host, then an oversized body, are refused before
     # any route (or token check) sees the request

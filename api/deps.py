@@ -1,5 +1,10 @@
 """What the routes share: who is asking (from the token), the hall, the channel of the path,
-and the view of a channel's state that the asker may see."""
+and the view of a channel's state that the asker may see.
+
+The isolation of organisations is here: an organisation's operator operates its rooms only
+(`Principal.operates`), and every channel route answers it about any other channel exactly as
+about a channel that does not exist (404 no_such_channel); routes that are not a channel's
+(`Op` without `{ch}` in the path: the desk, the recording pack, the devices) are the admin's."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from hall.auth import Auth, Principal, Role
 from hall.channel import ChannelService
 from hall.hall import Hall
 from hall.inbox import Item
+from hall.rooms import Rooms
 from hall.seam import ChannelPort
 from hall.states import OperatorView
 from hall.views import PublicView, public_view
@@ -56,8 +62,37 @@ async def who(request: Request,
         raise ApiError(401, "unauthorized", str(e), "open the join page again") from None
 
 
-async def operator(p: Annotated[Principal, Depends(who)]) -> Principal:
-    if p.role is Role.OPERATOR:
+def rooms_of(request: Request | WebSocket) -> Rooms:
+    r: Rooms = request.app.state.rooms
+    return r
+
+
+def listed(h: Hall, rooms: Rooms, p: Principal) -> list[str]:
+    """The channels `p` may know of: the admin every one; an organisation's operator its open
+    rooms; anyone else config.yaml's channels and the room it joined (a room's name is given
+    only to those its operators hand its links to)."""
+    if p.org is not None:
+        return [n for n in h.channels if rooms.owner(n) == p.org]
+    if p.admin:
+        return list(h.channels)
+    return [n for n in h.channels if rooms.owner(n) is None or n == p.channel]
+
+
+def no_such_channel(h: Hall, rooms: Rooms, p: Principal, ch: str) -> ApiError:
+    return ApiError(404, "no_such_channel", f"there is no channel {ch[:40]!r}",
+                    f"channels: {', '.join(listed(h, rooms, p)) or 'none'}")
+
+
+async def operator(request: Request, p: Annotated[Principal, Depends(who)]) -> Principal:
+    if p.admin:
+        return p
+    if p.role is Role.OPERATOR:  # an organisation's operator: its rooms' routes only
+        ch = request.path_params.get("ch")
+        if ch is None:
+            raise ApiError(403, "admin_only", "an organisation's token operates its rooms "
+                           "only", "ask the association's admin")
+        if not p.operates(rooms_of(request).owner(ch)):
+            raise no_such_channel(hall_of(request), rooms_of(request), p, ch)
         return p
     if p.role is Role.VIEWER:
         raise ApiError(401, "unauthorized", "this needs the operator's token",
@@ -66,12 +101,25 @@ async def operator(p: Annotated[Principal, Depends(who)]) -> Principal:
                    "ask the operator")
 
 
-async def channel(ch: str, request: Request) -> ChannelService:
+async def any_operator(p: Annotated[Principal, Depends(who)]) -> Principal:
+    """The admin or an organisation's operator: the route checks what it may reach."""
+    if p.role is Role.OPERATOR:
+        return p
+    if p.role is Role.VIEWER:
+        raise ApiError(401, "unauthorized", "this needs an operator's token",
+                       "sign in with your organisation's invite code on /start")
+    raise ApiError(403, "forbidden", "referees may only raise and lower their own hand",
+                   "ask the operator")
+
+
+async def channel(ch: str, request: Request, p: Annotated[Principal, Depends(who)]
+                  ) -> ChannelService:
     h = hall_of(request)
     svc = h.channels.get(ch)
-    if svc is None or svc.runtime is None:
-        raise ApiError(404, "no_such_channel", f"there is no channel {ch!r}",
-                       f"channels: {', '.join(h.channels)}")
+    rooms = rooms_of(request)
+    if (svc is None or svc.runtime is None
+            or (p.org is not None and not p.operates(rooms.owner(ch)))):
+        raise no_such_channel(h, rooms, p, ch)
     return svc
 
 
@@ -80,6 +128,7 @@ async def hall_dep(request: Request) -> Hall:
 
 
 Op = Annotated[Principal, Depends(operator)]
+AnyOp = Annotated[Principal, Depends(any_operator)]
 Who = Annotated[Principal, Depends(who)]
 Ch = Annotated[ChannelService, Depends(channel)]
 HallDep = Annotated[Hall, Depends(hall_dep)]

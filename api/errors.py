@@ -12,7 +12,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from audio.errors import AudioError, VoiceError
 from desk.errors import DeskError
-from hall.errors import ChannelFault, ChannelStopped, JournalUnavailable
+from hall.errors import ChannelFault, ChannelStopped, JournalUnavailable, RoomRefused
 from reader.errors import BadDeck, ConfigError, IllegalMove, ReaderError, TooManyCards
 
 
@@ -33,6 +33,12 @@ def body(code: str, detail: str, hint: str = "",
     return out
 
 
+# hall.errors.RoomRefused's codes: another organisation's room or organisation is answered as
+# one that does not exist; a quota reached is a conflict the asker can resolve
+ROOM_STATUS = {"no_such_org": 404, "no_such_room": 404, "wrong_code": 403,
+               "too_many_rooms": 409, "server_full": 409, "bad_deck": 422}
+
+
 def install_handlers(app: FastAPI) -> None:
     """Map every error the layers below raise to its status and JSON body."""
 
@@ -43,6 +49,10 @@ def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(DeskError)
     async def _desk(_r: Request, e: DeskError) -> JSONResponse:
         return JSONResponse(body(e.code, e.detail, e.hint, e.params), e.status)
+
+    @app.exception_handler(RoomRefused)
+    async def _room(_r: Request, e: RoomRefused) -> JSONResponse:
+        return JSONResponse(body(e.code, e.detail, e.hint), ROOM_STATUS.get(e.code, 409))
 
     @app.exception_handler(IllegalMove)
     async def _illegal(_r: Request, e: IllegalMove) -> JSONResponse:

@@ -167,7 +167,7 @@ class ClusterNode:
         try:
             self.mirror.restore(name)
             stream.start()
-            self.hall.start_channel(name, journal_tap=stream.tap)
+            self.hall.start_channel(self.hall.config_of(name), journal_tap=stream.tap)
         except Exception:  # its output or journal cannot be opened here: another process
             log.exception("channel %s: cannot be started here: given back", name)
             await self.hall.stop_channel(name)

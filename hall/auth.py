@@ -39,6 +39,18 @@ class Principal:
     channel: str | None = None
     referee: str | None = None
     name: str = ""
+    # an organisation's operator (hall.orgs): an operator of that organisation's rooms only
+    org: str | None = None
+
+    @property
+    def admin(self) -> bool:
+        """The server's own operator (the association's admin): every channel, every room."""
+        return self.role is Role.OPERATOR and self.org is None
+
+    def operates(self, owner: str | None) -> bool:
+        """Whether this is an operator of a channel owned by `owner` (None: the hall's own,
+        config.yaml's): the admin of every one, an organisation's operator of its rooms."""
+        return self.role is Role.OPERATOR and (self.org is None or self.org == owner)
 
 
 VIEWER = Principal(Role.VIEWER)
@@ -104,6 +116,8 @@ class Auth:
         self._operator_digest = digest(self.operator_token)
         self._referees: dict[bytes, Referee] = {}
         self._speaker_keys: dict[bytes, str] = {}  # digest of a speaker key: its channel
+        # digest of an organisation operator's token: who it is (hall.orgs keeps them)
+        self._org_tokens: dict[bytes, tuple[str, Principal]] = {}  # (operator id, who)
         self._by_id: dict[str, Referee] = {}
         self._by_channel: dict[str, dict[str, Referee]] = {}
         self._attempts: dict[str, deque[float]] = {}
@@ -224,6 +238,9 @@ class Auth:
         channel = self._speaker_keys.get(d)
         if channel is not None:
             return Principal(Role.SPEAKER, channel, name="speaker")
+        org_operator = self._org_tokens.get(d)
+        if org_operator is not None:
+            return org_operator[1]
         raise PermissionError("unknown or expired token: join again with the channel's PIN")
 
     def set_speaker_key(self, channel: str, key: str) -> None:
@@ -231,6 +248,22 @@ class Auth:
         that channel; the channel's previous key stops working."""
         self._speaker_keys = {d: ch for d, ch in self._speaker_keys.items() if ch != channel}
         self._speaker_keys[digest(key)] = channel
+
+    def forget_speaker_key(self, channel: str) -> None:
+        """`channel` is gone (a room closed): its speaker link admits no one any more."""
+        self._speaker_keys = {d: ch for d, ch in self._speaker_keys.items() if ch != channel}
+
+    def set_org_operator(self, token_digest: bytes, org: str, operator_id: str,
+                         name: str) -> None:
+        """The holder of the token with this digest is an operator of `org`'s rooms."""
+        self._org_tokens[token_digest] = (operator_id,
+                                          Principal(Role.OPERATOR, name=name, org=org))
+
+    def forget_org_operators(self, org: str, operator_id: str | None = None) -> None:
+        """The tokens of `org`'s operators (or of one of them) die at once."""
+        self._org_tokens = {d: (oid, p) for d, (oid, p) in self._org_tokens.items()
+                            if p.org != org or (operator_id is not None
+                                                and oid != operator_id)}
 
     # ------------------------------------------------------------------ PIN guessing
     SUSPECT_S = 86400.0  # how long an address that sent a wrong PIN stays a suspect

@@ -142,6 +142,24 @@ class RefereesConfig(Frozen):
     keep_across_days: bool = False
 
 
+class RoomsConfig(Frozen):
+    """Rooms opened on demand by organisations (docs/rooms.md): the quotas an organisation gets
+    unless the admin gives it others, and when an unused room closes itself."""
+
+    # a room with no match being read and no client for this long closes itself (its history
+    # is kept); null: rooms close only when told to
+    idle_close_min: int | None = Field(120, ge=1, le=43200)
+    # rooms one organisation may hold open at once (the admin may give one another figure)
+    max_open_per_org: int = Field(20, ge=1, le=1000)
+    # pages connected to one room at once (phones, projector, speakers); its operators'
+    # consoles are never refused
+    max_clients_per_room: int = Field(60, ge=2, le=10000)
+    # rooms open at once on this server, all organisations together
+    max_open: int = Field(200, ge=1, le=10000)
+    # closed rooms stay listed (with their history) for this many days
+    closed_kept_days: int = Field(30, ge=0, le=3650)
+
+
 class ServerConfig(Frozen):
     host: str = "0.0.0.0"
     port: int = Field(8080, ge=1, le=65535)
@@ -232,6 +250,7 @@ class Config(Frozen):
     audio: AudioConfig = AudioConfig()
     server: ServerConfig = ServerConfig()
     desk: DeskConfig = DeskConfig()
+    rooms: RoomsConfig = RoomsConfig()
     cluster: ClusterConfig = ClusterConfig()
     journal_dir: Path = Path("var/journal")
     # organisers' presets, beside (or instead of, with the same id) the built-in ones

@@ -15,3 +15,12 @@ class ChannelStopped(Exception):
 
 class JournalUnavailable(Exception):
     """The journal cannot be written: the move is refused (or paused) until it can."""
+
+
+class RoomRefused(Exception):
+    """A request about organisations or rooms that the rules refuse (hall.orgs, hall.rooms):
+    `code` names the case (no_such_room, too_many_rooms, wrong_code...), `hint` what to do."""
+
+    def __init__(self, code: str, detail: str, hint: str = "") -> None:
+        self.code, self.detail, self.hint = code, detail, hint
+        super().__init__(detail)

@@ -3,13 +3,15 @@ its PIN, sharing one voice."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from audio.config import VoiceConfig, VoiceEngine
 from hall.auth import Auth
 from hall.channel import ChannelService
-from hall.config import Config
+from hall.config import ChannelConfig, Config
 from hall.hub import Hub
 from hall.keyfile import load_key
 from hall.loopwatch import LoopWatch
@@ -20,6 +22,13 @@ from hall.speaker import ClipStore, SoundingClock, SpeakerFeed
 from hall.speakerlink import SpeakerLink
 from hall.voices import VoiceFactory, VoiceLike, Voices
 from reader.clip import Clip
+
+
+async def _close(close: Callable[[int, str], Awaitable[None]], reason: str) -> None:
+    # 1001, going away: the channel is gone (a page stops reconnecting on this reason)
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(2):
+            await close(1001, reason)
 
 
 class _MatchClock:
@@ -45,22 +54,27 @@ class Hall:
         self.channels: dict[str, ChannelService] = {}
         self.loop_watch = LoopWatch()
         self.scheduling = "as started"  # what `yomite serve` set the event loop's thread to
-        self._deck_key = b""
-        self._voice_factory: VoiceFactory = self.voices.get
+        self._deck_key: bytes | None = None  # the orders' key, loaded at start
+        for ch in config.server.channels:
+            self._service(ch)
+
+    def _service(self, ch: ChannelConfig) -> ChannelService:
+        """A channel's service (its hub, PIN, referees' budgets and speaker link), not started."""
+        config, auth = self.config, self.auth
         digits = config.server.security.pin_digits
         refs = config.server.referees
-        for ch in config.server.channels:
-            pin_path = config.journal_dir / ch.name / "pin"
-            self.channels[ch.name] = ChannelService(
-                ch.name, Hub(config.server.client_queue), kept_pin(pin_path, digits), auth,
-                config.server.hold_debounce_ms / 1000.0,
-                changes_per_s=refs.changes_per_s, changes_burst=refs.changes_burst,
-                pin_path=pin_path, pin_digits=digits,
-                channel_changes_per_s=refs.channel_changes_per_s,
-                channel_changes_burst=refs.channel_changes_burst,
-            )
-            self.channels[ch.name].speaker_link = SpeakerLink(
-                ch.name, config.journal_dir / ch.name / "speaker.key", auth)
+        pin_path = config.journal_dir / ch.name / "pin"
+        svc = self.channels[ch.name] = ChannelService(
+            ch.name, Hub(config.server.client_queue), kept_pin(pin_path, digits), auth,
+            config.server.hold_debounce_ms / 1000.0,
+            changes_per_s=refs.changes_per_s, changes_burst=refs.changes_burst,
+            pin_path=pin_path, pin_digits=digits,
+            channel_changes_per_s=refs.channel_changes_per_s,
+            channel_changes_burst=refs.channel_changes_burst,
+        )
+        svc.speaker_link = SpeakerLink(ch.name, config.journal_dir / ch.name / "speaker.key",
+                                       auth)
+        return svc
 
     def clip_store(self) -> ClipStore:
         if self.clips is None:
@@ -78,24 +92,31 @@ class Hall:
         return self.clips
 
     async def start(self, *, own: bool = True) -> None:
-        """Start every channel's runtime; `own=False` (a cluster's process) starts none: the
-        cluster starts a channel here when this process takes its lease (`start_channel`)."""
-        voices: VoiceFactory = self.voices.get
+        """Start every configured channel's runtime; `own=False` (a cluster's process) starts
+        none: the cluster starts a channel here when this process takes its lease
+        (`start_channel`)."""
         # the orders of this server's matches: a seed, shown or typed, says nothing of them
         # to anyone without this key (reader.deck.keyed_seed)
         self._deck_key = load_key(self.config.journal_dir / "deck.key")
-        self._voice_factory = voices
         if own:
             for ch in self.config.server.channels:
-                self.start_channel(ch.name)
+                self.start_channel(ch)
 
-    def start_channel(self, name: str, *,
+    def config_of(self, name: str) -> ChannelConfig:
+        """A configured channel's settings (KeyError if it is not in the config)."""
+        for ch in self.config.server.channels:
+            if ch.name == name:
+                return ch
+        raise KeyError(name)
+
+    def start_channel(self, ch: ChannelConfig, *,
                       journal_tap: Callable[[str, dict[str, Any]], None] | None = None
-                      ) -> ChannelRuntime:
-        """Open the channel's output, start its runtime and bring back its latest match from
-        its journal (paused, if it was being read). `journal_tap` gets a copy of each journal
-        line from the first (hall.journalkeeper)."""
-        ch = next(c for c in self.config.server.channels if c.name == name)
+                      ) -> ChannelService:
+        """Start the runtime of a channel whose service is made: its output, its speaker feed,
+        its journal recovered (paused, if it was being read). `journal_tap` gets a copy of each
+        journal line from the first (hall.journalkeeper; a cluster's owner)."""
+        assert self._deck_key is not None, "Hall.start() first"
+        voices: VoiceFactory = self.voices.get
         svc = self.channels[ch.name]
         sink, description = self.make_sink(self.config, ch)
         svc.audio = description
@@ -103,7 +124,7 @@ class Hall:
         svc.output = ch.output
         svc.volume_db = ch.volume_db
         rt = ChannelRuntime(ch.name, self.config, self.voice, sink, on_publish=svc.on_state,
-                            voices=self._voice_factory, volume_db=ch.volume_db,
+                            voices=voices, volume_db=ch.volume_db,
                             colors=ch.colors, deck_key=self._deck_key)
         if ch.output in ("browser", "both"):
             # a sound card's clock moves in blocks, and what it was handed is heard later
@@ -123,11 +144,11 @@ class Hall:
         rt.start()
         rt.recover()
         svc.on_state(rt.state())
-        return rt
+        return svc
 
     async def stop_channel(self, name: str) -> None:
-        """Stop the channel's runtime (its output silenced and closed, its journal closed);
-        its clients stay connected."""
+        """Stop the channel's runtime (its output silenced and closed, its journal closed); its
+        clients stay connected (a cluster's process that gives the channel up)."""
         svc = self.channels[name]
         rt = svc.runtime
         if isinstance(rt, ChannelRuntime):
@@ -135,6 +156,38 @@ class Hall:
             svc.speakers = None
             await rt.stop()
             rt.sink.close()
+
+    def add_channel(self, ch: ChannelConfig) -> ChannelService:
+        """A channel made and started while the server runs (a room, hall.rooms): its journal
+        recovered as at start. ValueError if the name is taken."""
+        if ch.name in self.channels:
+            raise ValueError(f"there is a channel {ch.name} already")
+        self._service(ch)
+        try:
+            return self.start_channel(ch)
+        except BaseException:
+            self._forget(ch.name)
+            raise
+
+    async def close_channel(self, name: str, reason: str) -> None:
+        """Stop a channel and forget it: its clients are closed with `reason` (a page says it
+        in its language), its runtime stops, its speaker link dies; its journals stay on disk.
+        KeyError if there is no such channel."""
+        svc = self.channels[name]
+        self._forget(name)
+        clients = list(svc.hub.clients)
+        for c in clients:
+            svc.hub.remove(c)
+        await asyncio.gather(*(_close(c.close, reason) for c in clients))
+        rt = svc.runtime
+        if isinstance(rt, ChannelRuntime):
+            svc.runtime = None
+            await rt.stop()
+            rt.sink.close()
+
+    def _forget(self, name: str) -> None:
+        self.channels.pop(name, None)
+        self.auth.forget_speaker_key(name)
 
     def at_rest(self) -> bool:
         """No channel is reading: nothing it does now can be late (the garbage collector's

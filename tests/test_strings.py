@@ -17,6 +17,7 @@ PATTERNS = [
     r'"error":\s*"([a-z_]+)"',
     r'"([a-z_]+)" if isinstance\(e, \w+\) else',
     r'else\s*"([a-z_]+)"\)',
+    r'RoomRefused\(\s*"([a-z_]+)"',
 ]
 
 

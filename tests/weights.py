@@ -29,6 +29,10 @@ WEIGHTS_S: dict[str, int] = {
     "test_desk_errors.py": 14,  # measured alone
     "test_desk_day_clicks.py": 20,  # measured alone (40 entries to round 1 in Chromium)
     "test_health.py": 10,  # measured alone (a server of 16 channels)
+    "test_rooms_isolation.py": 18,  # measured alone (a whole match, route by route)
+    "test_rooms_page.py": 10,  # measured alone (Chromium)
+    "test_rooms_api.py": 9,  # measured alone (two servers, one restarted)
+    "test_rooms_idle.py": 2,  # measured alone (in-process)
     "test_voice_unavailable.py": 12,  # measured alone (an Open JTalk server)
     "test_cli.py": 41,
     "test_recording.py": 39,

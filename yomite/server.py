@@ -88,7 +88,7 @@ class RedactSecrets(logging.Filter):
     percent-decoded (and `+` is a space) before it is compared, so `?%74oken=` (which
     authenticates as `token`) is redacted too."""
 
-    SECRET_KEYS = frozenset({"token", "pin"})
+    SECRET_KEYS = frozenset({"token", "pin", "invite"})
     QUERY = re.compile(r"\?([^\s\"']*)")
 
     @classmethod

@@ -98,7 +98,7 @@ def _mat_answer(t: Tournament, number: int, mat: int, extra_card: str | None) ->
 
 def _result_author(p: Principal) -> str | None:
     """None for the operator; the referee's id for a referee; refused for a viewer."""
-    if p.role is Role.OPERATOR:
+    if p.admin:
         return None
     if p.role is Role.REFEREE and p.referee:
         return p.referee

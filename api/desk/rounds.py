@@ -41,7 +41,6 @@ from desk.errors import Conflict, NotFound
 from desk.model import Tournament
 from desk.standings import outcomes
 from desk.views import round_view
-from hall.auth import Role
 from hall.deskstore import now_iso
 from hall.deskviews import json_bytes
 
@@ -124,7 +123,7 @@ async def round_csv(tid: str, number: int, request: Request) -> Response:
 async def get_round(tid: str, number: int, request: Request, p: Who) -> Response:
     d = desk_of(request)
     paired(d.get(tid), number)
-    public = p.role is not Role.OPERATOR
+    public = not p.admin  # (an organisation's operator sees what the public sees)
 
     def build(t: Tournament) -> bytes:
         return json_bytes([round_view(t, r, public=public) for r in t.rounds

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from api.deps import HallDep, Who
+from api.deps import HallDep, Who, rooms_of
 from api.errors import ApiError
 from api.models import ERRORS
 from audio.errors import AudioError
@@ -21,7 +21,7 @@ _ID = re.compile(r"^[0-9a-f]{32}$")
 
 @router.get("/api/clips/{name}", response_class=Response,
             responses={200: {"content": {"audio/ogg": {}}}, **ERRORS})
-async def clip(name: str, h: HallDep, p: Who) -> Response:
+async def clip(name: str, h: HallDep, p: Who, request: Request) -> Response:
     """One clip of a speaker schedule (`url` in a `speaker` message), to the channel's admitted
     speakers (the console's speaker link) and the operator only: the next card's clip is
     fetched ahead, and its length would name the poem. A match's clips have URLs of their
@@ -34,8 +34,11 @@ async def clip(name: str, h: HallDep, p: Who) -> Response:
     if not name.endswith(".ogg") or not _ID.match(cid) or store is None or not store.known(cid):
         raise ApiError(404, "no_such_clip", f"there is no clip {name!r}",
                        "clips are named by the speaker schedule (/speaker/{channel})")
-    if p.role is Role.SPEAKER and store.channel_of(cid) != p.channel:
-        # another channel's clip: the same answer as an unknown one (it says nothing)
+    if ((p.role is Role.SPEAKER and store.channel_of(cid) != p.channel)
+            or (p.org is not None and not p.operates(rooms_of(request).owner(
+                store.channel_of(cid) or "")))):
+        # another channel's clip (another organisation's room's): the same answer as an
+        # unknown one (it says nothing)
         raise ApiError(404, "no_such_clip", f"there is no clip {name!r}",
                        "clips are named by the speaker schedule (/speaker/{channel})")
     try:

@@ -10,13 +10,14 @@ from functools import partial
 
 from fastapi import APIRouter, Request, Response
 
-from api.answers import ChannelHealth, Health, HealthCacheCounts, RenderWait
+from api.answers import ChannelHealth, Health, HealthCacheCounts, RenderWait, RoomsHealth
 from api.deps import HallDep
 from api.models import ERRORS
 from hall.channel import ChannelService
 from hall.gcpolicy import GcPolicy
 from hall.hall import Hall
 from hall.healthcache import HealthCache
+from hall.rooms import Rooms
 
 router = APIRouter(tags=["reference"], responses=ERRORS)
 
@@ -30,8 +31,13 @@ async def health(h: HallDep, request: Request) -> Response:
     if cache is None:
         cache = request.app.state.health = HealthCache()
     gc = getattr(request.app.state, "gc", None)
-    key = tuple((n, channel_key(s)) for n, s in h.channels.items())
-    body = await cache.get(lambda: made_health(h, gc, cache), key)
+    rooms: Rooms = request.app.state.rooms
+    # the rooms by their counts only: a room's name is for those its operators give it to
+    shown = {n: s for n, s in h.channels.items() if rooms.owner(n) is None}
+    in_rooms = [s for n, s in h.channels.items() if n not in shown]
+    counts = RoomsHealth(open=len(in_rooms), clients=sum(len(s.hub.clients) for s in in_rooms))
+    key = (tuple((n, channel_key(s)) for n, s in shown.items()), counts.open, counts.clients)
+    body = await cache.get(lambda: made_health(h, gc, cache, shown, counts), key)
     return Response(body, media_type="application/json")
 
 
@@ -62,18 +68,22 @@ async def made_channel(s: ChannelService) -> bytes:
         recent_publishes=list(s.hub.published)).model_dump_json(exclude_unset=True).encode()
 
 
-async def made_health(h: Hall, gc: GcPolicy | None, cache: HealthCache) -> bytes:
+async def made_health(h: Hall, gc: GcPolicy | None, cache: HealthCache,
+                      shown: dict[str, ChannelService] | None = None,
+                      rooms: RoomsHealth | None = None) -> bytes:
     """The channels' parts kept where the channel did not change; the others made one at a
-    time, the loop given back after each (a hold waiting runs there)."""
+    time, the loop given back after each (a hold waiting runs there). `shown`: the channels
+    named (default every one; the server names config.yaml's and counts the rooms)."""
     parts = cache.parts
     channels: list[bytes] = []
-    for n, s in list(h.channels.items()):
+    shown = h.channels if shown is None else shown
+    for n, s in list(shown.items()):
         made = parts.made
         body = await parts.part(n, channel_key(s), partial(made_channel, s))
         channels.append(json.dumps(n).encode() + b":" + body)
         if parts.made != made:
             await asyncio.sleep(0)
-    parts.keep_only(set(h.channels))
+    parts.keep_only(set(shown))
     top = Health(
         status="ok",
         event_loop={**h.loop_watch.report(), "scheduling": h.scheduling},
@@ -81,6 +91,7 @@ async def made_health(h: Hall, gc: GcPolicy | None, cache: HealthCache) -> bytes
         render_waits=[RenderWait(clip=k, ms=round(w * 1000, 1))
                       for k, w in getattr(h.voice, "waits", [])[-20:]],
         cache=HealthCacheCounts(answers_made=cache.made, channel_parts_made=parts.made),
+        rooms=rooms,
         channels={}).model_dump_json(exclude_unset=True).encode()
     # `channels` is the model's last field: its parts go in as they were kept
     assert top.endswith(b'"channels":{}}')

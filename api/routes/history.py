@@ -1,23 +1,24 @@
-"""The match history of a channel: every journal in its folder (today's and earlier days',
-the versions before this one too), newest first, with the wall-clock start of each, and each
-match's log and timeline as JSON or CSV."""
+"""The match history of a channel (or of a closed room): every journal in its folder (today's
+and earlier days', the versions before this one too), newest first, with the wall-clock start
+of each, and each match's log and timeline as JSON or CSV."""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
 from fastapi.responses import Response
 
-from api.deps import Ch, Op
+from api.deps import Op, hall_of, no_such_channel, rooms_of
 from api.errors import ApiError
 from api.models import ERRORS, HistoryEntry
 from api.routes.matches import LOG_RESPONSES, log_response
-from hall.channel import ChannelService
+from hall.errors import RoomRefused
 from reader.errors import JournalError
 from reader.facts import CardRead, facts_of
 from reader.journal import read_journal
@@ -27,9 +28,33 @@ router = APIRouter(tags=["history"], responses=ERRORS)
 MATCH_ID = r"^[0-9]{8}T[0-9]{6}\.[0-9]{6}-seed[0-9]{1,16}$"
 
 
-def _files(svc: ChannelService) -> list[Path]:
-    assert svc.runtime is not None
-    return sorted(svc.runtime.journal_dir.glob("*.jsonl"), reverse=True)
+@dataclass(frozen=True, slots=True)
+class Journals:
+    """A channel's journals: an open channel's, or a closed room's (its history is read after
+    it closed, by its organisation's operators and the admin)."""
+
+    name: str
+    folder: Path
+    current: Path | None  # the match the channel is on (a closed room has none)
+
+
+async def journals(ch: str, request: Request, p: Op) -> Journals:
+    h = hall_of(request)
+    svc = h.channels.get(ch)
+    if svc is not None and svc.runtime is not None:  # (Op checked whose it is)
+        return Journals(svc.name, svc.runtime.journal_dir, svc.runtime.journal_path)
+    try:
+        room = rooms_of(request).room(ch, p.org)
+    except RoomRefused:
+        raise no_such_channel(h, rooms_of(request), p, ch) from None
+    return Journals(room.name, h.config.journal_dir / room.name, None)
+
+
+Src = Annotated[Journals, Depends(journals)]
+
+
+def _files(src: Journals) -> list[Path]:
+    return sorted(src.folder.glob("*.jsonl"), reverse=True)
 
 
 def summary(path: Path, current: Path | None) -> HistoryEntry:
@@ -67,7 +92,7 @@ SCAN_MAX = 1000
 
 
 @router.get("/api/channels/{ch}/matches", response_model=list[HistoryEntry])
-async def history(svc: Ch, _p: Op,
+async def history(src: Src,
                   limit: Annotated[int, Query(ge=1, le=500)] = 50,
                   started: Annotated[bool, Query(
                       description="only the matches that were started (and the current "
@@ -76,9 +101,8 @@ async def history(svc: Ch, _p: Op,
     """The channel's matches, newest first: `id`, `prepared_at` and `started_at` (wall
     clock, UTC), seed, colours, cards planned and read, the last phase, and which one is the
     current match."""
-    assert svc.runtime is not None
-    current = svc.runtime.journal_path
-    files = _files(svc)
+    current = src.current
+    files = _files(src)
 
     def rows() -> list[HistoryEntry]:
         if not started:
@@ -97,20 +121,20 @@ async def history(svc: Ch, _p: Op,
 
 @router.get("/api/channels/{ch}/matches/{match}/log", response_model=None,
             responses=LOG_RESPONSES)
-async def past_log(svc: Ch, _p: Op,
+async def past_log(src: Src,
                    match: Annotated[str, PathParam(pattern=MATCH_ID, max_length=64)],
                    format: Annotated[str, Query(pattern="^(json|csv)$")] = "json"
                    ) -> Response | dict[str, Any]:
     """A past (or the current) match's journal and timeline, as JSON or CSV."""
-    path = next((f for f in _files(svc) if f.stem == match), None)
+    path = next((f for f in _files(src) if f.stem == match), None)
     if path is None:
-        raise ApiError(404, "no_match", f"channel {svc.name} has no match {match!r}",
+        raise ApiError(404, "no_match", f"channel {src.name} has no match {match!r}",
                        "GET .../matches lists them")
     try:
         c = await asyncio.to_thread(read_journal, path, replayable=False)
     except (JournalError, OSError) as e:
         raise ApiError(422, "bad_journal", str(e), "the file is damaged") from None
     # formatting a long journal takes a while: never on the event loop
-    return await asyncio.to_thread(log_response, f"{svc.name}-{match}", c.header,
+    return await asyncio.to_thread(log_response, f"{src.name}-{match}", c.header,
                                    list(c.records), int(c.header.get("rate", 48000)),
                                    str(path), format)

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from api.answers import PresetAnswer, PresetSets
-from api.deps import Ch, HallDep, Op, Who, submit, view
+from api.deps import Ch, HallDep, Op, Who, listed, rooms_of, submit, view
 from api.errors import ApiError
 from api.models import (
     ERRORS,
@@ -38,9 +38,11 @@ router = APIRouter(tags=["matches"], responses=ERRORS)
 
 @router.get("/api/channels", response_model=list[ChannelState],
             response_model_exclude_unset=True)
-async def channels(h: HallDep, p: Who) -> list[dict[str, Any]]:
-    """Every channel's state (as the asker may see it)."""
-    return [view(s, p) for s in h.channels.values()]
+async def channels(h: HallDep, p: Who, request: Request) -> list[dict[str, Any]]:
+    """Every channel's state (as the asker may see it). An organisation's operator gets its
+    open rooms only; a viewer, a referee or a speaker config.yaml's channels (and the room it
+    joined): no room's name is listed to anyone its operators did not give it to."""
+    return [view(h.channels[n], p) for n in listed(h, rooms_of(request), p)]
 
 
 @router.get("/api/channels/{ch}", response_model=ChannelState,

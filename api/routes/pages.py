@@ -1,6 +1,7 @@
-"""The web pages (console, referee, projector, speaker, class result sheet; the desk's and the
-recording page are routed with their concern but built here) with their shared head, and their
-static files: no build step, nothing fetched from outside the hall's own server."""
+"""The web pages (console, referee, projector, speaker, class result sheet, the teachers' start
+page; the desk's and the recording page are routed with their concern but built here) with their
+shared head, and their static files: no build step, nothing fetched from outside the hall's own
+server."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ _TYPES = {"js": "text/javascript", "css": "text/css", "html": "text/html", "svg"
           "png": "image/png", "json": "application/json"}
 
 PAGES = {"console": "/console", "referee": "/referee/{ch}", "display": "/display/{ch}",
-         "speaker": "/speaker/{ch}", "sheet": "/sheet/{ch}"}
+         "speaker": "/speaker/{ch}", "sheet": "/sheet/{ch}", "start": "/start"}
 
 
 @router.get("/")

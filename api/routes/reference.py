@@ -68,8 +68,10 @@ async def ws_protocol() -> WsProtocolAnswer:
 
 @router.get("/api/session", response_model=SessionAnswer, response_model_exclude_unset=True)
 async def session(p: Who) -> SessionAnswer:
-    """Who the bearer token is: viewer, referee (with its channel and id) or operator."""
-    return SessionAnswer(role=p.role.value, channel=p.channel, referee=p.referee, name=p.name)
+    """Who the bearer token is: viewer, referee (with its channel and id), speaker or operator
+    (with `org` for an organisation's operator)."""
+    return SessionAnswer(role=p.role.value, channel=p.channel, referee=p.referee, name=p.name,
+                         org=p.org)
 
 
 def poem_answer(no: int) -> PoemAnswer:

@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
-from api.deps import token_of, typed_view
+from api.deps import rooms_of, token_of, typed_view
 from api.errors import ApiError
 from api.protocol import CLIENT, HoldMessage, Ping, Report, Sync
 from api.routes.holds import hold_target
@@ -42,34 +42,43 @@ async def ws(websocket: WebSocket, ch: str) -> None:
     if not origin_ok(websocket, config):
         await websocket.close(code=1008, reason="origin not allowed")
         return
-    if svc is None:
-        await websocket.close(code=1008, reason=f"no channel {ch}")
-        return
     speaker = websocket.query_params.get("audience") == "speaker"
     try:
         p = auth.identify(token_of(websocket))
     except PermissionError:
+        p = None
+    rooms = rooms_of(websocket)
+    owner = rooms.owner(ch)
+    # another organisation's room is, to an organisation's operator, no channel at all
+    if svc is None or (p is not None and p.org is not None and not p.operates(owner)):
+        await websocket.close(code=1008, reason=f"no channel {ch}")
+        return
+    if p is None:
         if not speaker:
             await websocket.close(code=1008, reason="unknown token: join again")
             return
         p = VIEWER  # a speaker link replaced since: refused below, with a reason it can read
+    operates = p.operates(owner)
+    most = rooms.max_clients(ch)
     # the close reasons a speaker page gets are codes: the page says each in its language
     refusal = None
     if speaker and svc.speakers is None:
         refusal = (1008, "no_browser_speakers")
-    elif speaker and not (p.role is Role.OPERATOR
-                          or (p.role is Role.SPEAKER and p.channel == ch)):
+    elif speaker and not (operates or (p.role is Role.SPEAKER and p.channel == ch)):
         # the schedule names the next card's clips ahead: only the devices the operator
         # admitted (the console's speaker link) may have it
         refusal = (1008, "speaker_key_needed")
     elif speaker and len(svc.hub.speakers) >= config.server.speakers.max_per_channel:
         refusal = (1013, "too_many_speakers")
+    elif most is not None and not operates and len(svc.hub.clients) >= most:
+        # a room's quota of pages (its organisation's): its operators' consoles always get in
+        refusal = (1013, "room_full")
     lim = config.server.limits
     # the operator's console is trusted; anyone else's socket is read at a bounded rate, so
     # that no script can keep the event loop (and every other phone's hold) waiting. A
     # referee's sockets share its allowance: connecting again does not renew it, and a
     # referee still flooding is closed before it costs anyone a state.
-    budget = None if p.role is Role.OPERATOR else (
+    budget = None if operates else (
         svc.read_budget(p.referee, lim.ws_messages_per_s, lim.ws_burst) if p.referee
         else Budget(lim.ws_messages_per_s, lim.ws_burst))
     quiet_s = 0.0 if budget is None else budget.spent(asyncio.get_running_loop().time())
@@ -80,7 +89,7 @@ async def ws(websocket: WebSocket, ch: str) -> None:
         await websocket.close(code=refusal[0], reason=refusal[1])
         return
     client = svc.hub.add(websocket.send_text, websocket.close,
-                         operator=p.role is Role.OPERATOR,
+                         operator=operates,
                          referee=p.referee if p.channel == ch else None, name=p.name,
                          speaker=speaker,
                          transport=direct_transport(websocket))

@@ -372,6 +372,7 @@
             this.attempt = 0;
             this.failures = 0;
             this.hello = msg;
+            this.fullSaid = false;
             this._setStatus("online");
             this._startPings(ws);
             this.onHello(msg);
@@ -391,6 +392,17 @@
       };
       ws.onclose = (ev) => {
         if (this.ws !== ws) return;
+        if (ev.reason === "room_closed") { // the room was closed: there is nothing to reconnect to
+          this.ws = null;
+          this.stop();
+          this._setStatus("offline");
+          showError(new ApiError(0, "room_closed", t("err_room_closed"), ""));
+          return;
+        }
+        if (ev.reason === "room_full" && !this.fullSaid) { // said once; it tries again
+          this.fullSaid = true;
+          showError(new ApiError(0, "room_full", t("err_room_full"), ""));
+        }
         if (this.onClose(ev) === false) { // the page gives up (a refusal that will not change)
           this.ws = null;
           this.stop();

@@ -127,6 +127,10 @@
       return;
     }
     const names = list.map((s) => s.channel);
+    if (!names.length) { // an organisation's token whose rooms are all closed
+      Y.showError(new Y.ApiError(0, "no_rooms", t("err_no_rooms"), ""));
+      return;
+    }
     const wanted = new URLSearchParams(location.search).get("ch") || Y.load(CHANNEL_KEY);
     ui.channel.replaceChildren(...names.map((n) => Y.el("option", { value: n }, n)));
     ui.channelPick.hidden = names.length < 2;

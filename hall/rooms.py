@@ -1,0 +1,223 @@
+"""Rooms: channels opened while the server runs, each owned by an organisation (hall.orgs).
+
+A teacher opens a room with one tap; it is a channel like config.yaml's (its runtime, journal,
+PIN, speaker link) read by the browsers (`output: browser`), named `r-` and 8 random letters or
+digits. Its organisation's operators and the admin operate it; to anyone else's operator token
+it does not exist (api/deps.py). It closes when told to, when its organisation is removed, or
+after `rooms.idle_close_min` with no client and no match being read (`sweep`, driven by the
+injected clock); its clients are then disconnected (`room_closed`) and its journals stay, so
+its history is still read. Rooms are kept in a `RoomStore`: an open room comes back when the
+server starts again, its journal recovered like a config channel's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from pydantic import ValidationError
+
+from hall.channel import ChannelService
+from hall.config import ChannelConfig, Config
+from hall.errors import RoomRefused
+from hall.hall import Hall
+from hall.orgs import ID_ALPHABET, Orgs
+from hall.roomstore import Room, RoomStore
+from reader.clock import Clock
+
+log = logging.getLogger("yomite.rooms")
+
+CLOSED_REASON = "room_closed"  # a closed room's clients read this close reason
+
+
+class Rooms:
+    def __init__(self, config: Config, hall: Hall, orgs: Orgs, store: RoomStore, clock: Clock,
+                 wall: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.limits = config.rooms
+        self.hall = hall
+        self.orgs = orgs
+        self.store = store
+        self.clock = clock  # monotonic: idle time
+        self.wall = wall  # when a room was opened or closed (shown, kept)
+        self._rooms: dict[str, Room] = {}  # open and recently closed, by name
+        self._busy_at: dict[str, float] = {}  # an open room: when it was last in use
+        self._sweeper: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ start and stop
+    async def start(self) -> None:
+        """The rooms kept: the open ones started again (their journals recovered), the closed
+        ones older than `rooms.closed_kept_days` forgotten (their journals stay on disk)."""
+        keep_s = self.limits.closed_kept_days * 86400.0
+        for room in self.store.rooms():
+            if room.closed is not None and self.wall() - room.closed > keep_s:
+                with contextlib.suppress(OSError):
+                    self.store.drop(room.name)
+                continue
+            if room.closed is None and room.org not in {o.id for o in self.orgs.all()}:
+                room = replace(room, closed=self.wall(), closed_why="org_removed")
+                self.store.save(room)
+            self._rooms[room.name] = room
+            if room.closed is None:
+                try:
+                    self.hall.add_channel(self._channel(room))
+                except Exception as e:  # one room that cannot start keeps no other down
+                    log.error("room %s cannot start again (%s): it is closed", room.name, e)
+                    self._rooms[room.name] = replace(room, closed=self.wall(),
+                                                     closed_why="failed")
+                    with contextlib.suppress(OSError):
+                        self.store.save(self._rooms[room.name])
+                    continue
+                self._busy_at[room.name] = self.clock.now()
+        if self.limits.idle_close_min is not None:
+            self._sweeper = asyncio.get_running_loop().create_task(self._sweep_forever())
+
+    async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+
+    # ------------------------------------------------------------------ who owns what
+    def owner(self, channel: str) -> str | None:
+        """The organisation of a room (open or closed); None for config.yaml's channels."""
+        room = self._rooms.get(channel)
+        return room.org if room is not None else None
+
+    def room(self, name: str, org: str | None) -> Room:
+        """A room that `org`'s operator (None: the admin) may see; RoomRefused otherwise,
+        the same whether it is another organisation's or none at all."""
+        room = self._rooms.get(name)
+        if room is None or (org is not None and room.org != org):
+            raise RoomRefused("no_such_room", f"there is no room {name[:40]!r}",
+                              "GET /api/rooms lists your organisation's rooms")
+        return room
+
+    def rooms(self, org: str | None) -> list[Room]:
+        """`org`'s rooms (None: every organisation's), open ones first, newest first."""
+        mine = [r for r in self._rooms.values() if org is None or r.org == org]
+        return sorted(mine, key=lambda r: (r.closed is not None, -r.opened))
+
+    def open_count(self, org: str | None) -> int:
+        return sum(1 for r in self.rooms(org) if r.closed is None)
+
+    def max_clients(self, channel: str) -> int | None:
+        """How many pages an open room takes (its organisation's quota); None for a config
+        channel (bounded by the server's limits only)."""
+        room = self._rooms.get(channel)
+        if room is None or room.closed is not None:
+            return None
+        try:
+            return self.orgs.get(room.org).max_clients_per_room
+        except RoomRefused:
+            return self.limits.max_clients_per_room
+
+    # ------------------------------------------------------------------ open and close
+    def open(self, org_id: str, by: str, colors: tuple[str, ...] | None = None) -> Room:
+        """A new room of `org_id`, started. RoomRefused when a quota is reached or the colours
+        are wrong; OSError if it cannot be kept."""
+        org = self.orgs.get(org_id)
+        if self.open_count(org.id) >= org.max_open_rooms:
+            raise RoomRefused("too_many_rooms", f"{org.name} has {org.max_open_rooms} rooms "
+                              "open, the most it may", "close a room you no longer use, or "
+                              "ask the association's admin for a larger quota")
+        if self.open_count(None) >= self.limits.max_open:
+            raise RoomRefused("server_full", f"this server has {self.limits.max_open} rooms "
+                              "open, the most it takes (rooms.max_open)",
+                              "close a room you no longer use, or ask the association's admin")
+        room = Room(self._new_name(), org.id, self.wall(), by, colors)
+        try:
+            ch = self._channel(room)
+        except ValidationError as e:
+            raise RoomRefused("bad_deck", f"colors: {e.errors()[0].get('msg')}",
+                              "name colours as blue, pink, yellow, green, orange (or 青 桃 黄 "
+                              "緑 橙), or leave them out") from None
+        self.store.save(room)
+        try:
+            self.hall.add_channel(ch)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                self.store.drop(room.name)
+            raise
+        self._rooms[room.name] = room
+        self._busy_at[room.name] = self.clock.now()
+        log.info("room %s opened for %s by %r", room.name, org.id, by)
+        return room
+
+    async def close(self, name: str, why: str) -> Room:
+        """Close an open room (a closed one is answered as it is): its clients are
+        disconnected with `room_closed`, its runtime stops; it stays listed with its history.
+        OSError if the closing cannot be kept (the room stays open)."""
+        room = self._rooms[name]
+        if room.closed is not None:
+            return room
+        closed = replace(room, closed=self.wall(), closed_why=why)
+        self.store.save(closed)
+        self._rooms[name] = closed
+        self._busy_at.pop(name, None)
+        with contextlib.suppress(KeyError):
+            await self.hall.close_channel(name, CLOSED_REASON)
+        log.info("room %s of %s closed (%s)", name, room.org, why)
+        return closed
+
+    async def close_org(self, org_id: str) -> None:
+        for room in self.rooms(org_id):
+            if room.closed is None:
+                await self.close(room.name, "org_removed")
+
+    # ------------------------------------------------------------------ idle rooms
+    def _in_use(self, svc: ChannelService) -> bool:
+        """A client connected, or a match being read (a match paused by a hand, or not
+        started, or over, waits for no one once everyone has left)."""
+        if svc.hub.clients:
+            return True
+        if svc.runtime is None or svc.runtime.at_rest:
+            return False
+        m = svc.latest().state.match
+        return m is not None and not m.snapshot.paused
+
+    async def sweep(self) -> list[str]:
+        """Close the open rooms that have not been in use for `rooms.idle_close_min` by the
+        clock; returns their names. The server calls it every minute or so; a test calls it
+        after moving its clock."""
+        idle = self.limits.idle_close_min
+        now = self.clock.now()
+        closed = []
+        for name in [n for n, r in self._rooms.items() if r.closed is None]:
+            svc = self.hall.channels.get(name)
+            if svc is not None and self._in_use(svc):
+                self._busy_at[name] = now
+            elif idle is not None and now - self._busy_at.get(name, now) >= idle * 60.0:
+                try:
+                    await self.close(name, "idle")
+                except OSError as e:
+                    log.warning("idle room %s cannot be closed now (%s)", name, e)
+                    continue
+                closed.append(name)
+        return closed
+
+    async def _sweep_forever(self) -> None:
+        every_s = min(60.0, (self.limits.idle_close_min or 1) * 60.0 / 4)
+        while True:
+            await asyncio.sleep(every_s)
+            try:
+                await self.sweep()
+            except Exception:  # the sweeper must live on: the next sweep tries again
+                log.exception("sweeping the idle rooms failed")
+
+    # ------------------------------------------------------------------ helpers
+    def _channel(self, room: Room) -> ChannelConfig:
+        return ChannelConfig(name=room.name, output="browser", colors=room.colors)
+
+    def _new_name(self) -> str:
+        while True:
+            name = "r-" + "".join(secrets.choice(ID_ALPHABET) for _ in range(8))
+            # never a channel's, nor any earlier room's (its journals are in its folder)
+            if (name not in self.hall.channels and name not in self._rooms
+                    and not (self.config.journal_dir / name).exists()):
+                return name

@@ -1,0 +1,189 @@
+"""Where organisations, their operators and their rooms are kept across restarts.
+
+`OrgStore` and `RoomStore` read and write typed records; both keep them in a `Bucket`, a
+key-value store of JSON documents (one a key). One bucket today: `FileBucket`, a file of JSON
+lines in `journal_dir` (a put or a delete is one appended, fsynced line; the file is rewritten
+whole, with only what is left, when it is opened). A cluster of servers would give the stores a
+broker's key-value bucket instead (a NATS JetStream KV has these three calls): nothing else
+changes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+log = logging.getLogger("yomite.rooms")
+
+
+class Bucket(Protocol):
+    def items(self) -> dict[str, dict[str, Any]]:
+        """Every key with its latest document."""
+        ...
+
+    def put(self, key: str, value: dict[str, Any]) -> None:
+        """Keep `value` under `key`; OSError if it cannot be kept (nothing changed)."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Forget `key`; OSError if that cannot be kept."""
+        ...
+
+
+class FileBucket:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._items: dict[str, dict[str, Any]] = {}
+        try:
+            lines = path.read_text("utf-8").splitlines() if path.exists() else []
+        except OSError as e:
+            log.error("%s is unreadable (%s): starting without it", path, e)
+            lines = []
+        for line in lines:
+            try:
+                row = json.loads(line)
+                key, value = str(row["k"]), row["v"]
+            except (ValueError, KeyError, TypeError):
+                log.warning("%s: an unreadable line is skipped", path)
+                continue
+            if isinstance(value, dict):
+                self._items[key] = value
+            else:
+                self._items.pop(key, None)
+        if lines:
+            try:
+                self._rewrite()
+            except OSError as e:
+                log.warning("cannot rewrite %s (%s)", path, e)
+
+    def items(self) -> dict[str, dict[str, Any]]:
+        return dict(self._items)
+
+    def put(self, key: str, value: dict[str, Any]) -> None:
+        self._append({"k": key, "v": value})
+        self._items[key] = value
+
+    def delete(self, key: str) -> None:
+        if key in self._items:
+            self._append({"k": key, "v": None})
+            del self._items[key]
+
+    def _rewrite(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text("".join(json.dumps({"k": k, "v": v}, ensure_ascii=False) + "\n"
+                               for k, v in self._items.items()), "utf-8")
+        os.replace(tmp, self.path)
+
+    def _append(self, row: dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        data = (json.dumps(row, ensure_ascii=False) + "\n").encode()
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            size = os.fstat(fd).st_size
+            try:
+                done = 0
+                while done < len(data):
+                    done += os.write(fd, data[done:])
+                os.fsync(fd)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)  # never half a line
+                raise
+        finally:
+            os.close(fd)
+
+
+@dataclass(frozen=True, slots=True)
+class Org:
+    id: str
+    name: str
+    code: str  # the invite code (shown to the admin, like a channel's PIN)
+    max_open_rooms: int
+    max_clients_per_room: int
+    created: float  # wall clock
+
+
+@dataclass(frozen=True, slots=True)
+class OrgOperator:
+    id: str
+    org: str
+    name: str
+    token_digest: str  # sha-256 of the token, hex: the token itself is never kept
+    joined: float
+
+
+@dataclass(frozen=True, slots=True)
+class Room:
+    name: str  # its channel's name
+    org: str
+    opened: float  # wall clock
+    opened_by: str  # the operator's name
+    colors: tuple[str, ...] | None = None
+    closed: float | None = None
+    closed_why: str | None = None  # "operator", "idle", "org_removed"
+
+
+R = TypeVar("R", Org, OrgOperator, Room)
+
+
+def _record(cls: type[R], doc: dict[str, Any]) -> R | None:
+    names = {f.name for f in fields(cls)}
+    try:
+        if "colors" in doc and doc["colors"] is not None:
+            doc = {**doc, "colors": tuple(doc["colors"])}
+        return cls(**{k: v for k, v in doc.items() if k in names})
+    except TypeError:
+        log.warning("a malformed %s is skipped: %s", cls.__name__, doc)
+        return None
+
+
+def _records(bucket: Bucket, prefix: str, cls: type[R]) -> list[R]:
+    out = []
+    for key, doc in bucket.items().items():
+        if key.startswith(prefix) and (r := _record(cls, doc)) is not None:
+            out.append(r)
+    return out
+
+
+class OrgStore:
+    def __init__(self, bucket: Bucket) -> None:
+        self.bucket = bucket
+
+    def orgs(self) -> list[Org]:
+        return _records(self.bucket, "org/", Org)
+
+    def operators(self) -> list[OrgOperator]:
+        return _records(self.bucket, "op/", OrgOperator)
+
+    def save_org(self, org: Org) -> None:
+        self.bucket.put(f"org/{org.id}", asdict(org))
+
+    def drop_org(self, org_id: str) -> None:
+        for op in self.operators():
+            if op.org == org_id:
+                self.bucket.delete(f"op/{op.id}")
+        self.bucket.delete(f"org/{org_id}")
+
+    def save_operator(self, op: OrgOperator) -> None:
+        self.bucket.put(f"op/{op.id}", asdict(op))
+
+
+class RoomStore:
+    def __init__(self, bucket: Bucket) -> None:
+        self.bucket = bucket
+
+    def rooms(self) -> list[Room]:
+        return sorted(_records(self.bucket, "room/", Room), key=lambda r: r.opened)
+
+    def save(self, room: Room) -> None:
+        doc = asdict(room)
+        doc["colors"] = list(room.colors) if room.colors is not None else None
+        self.bucket.put(f"room/{room.name}", doc)
+
+    def drop(self, name: str) -> None:
+        self.bucket.delete(f"room/{name}")
