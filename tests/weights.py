@@ -14,6 +14,7 @@ WEIGHTS_S: dict[str, int] = {
     "test_wheel.py": 30,  # measured alone (the wheel built, installed, rendered, served)
     "test_recovery.py": 132,
     "test_cluster.py": 90,  # measured alone (five clusters of 2-3 processes and a broker)
+    "test_bench_cluster.py": 100,  # measured alone under load (three clusters, a kill)
     "test_fuzz.py": 103,
     "test_pages.py": 92,
     "test_speaker_pages.py": 105,
