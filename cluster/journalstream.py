@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import secrets
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -44,6 +45,10 @@ class JournalStream:
         self.bus = bus
         self.channel = channel
         self.node = node
+        # a line's message id (its duplicates within the stream's window are stored once) is
+        # this stream's own: the stream deduplicates across every channel, and a process that
+        # owned a channel before counts its lines from 1 again
+        self._ids = f"{node}:{channel}:{secrets.token_hex(4)}"
         self.timeout_s = timeout_s
         self.last_seq = last_seq
         self.fenced = False
@@ -105,7 +110,7 @@ class JournalStream:
             n, data = self._lines[0]
             try:
                 ack = await self.bus.js.publish(subject, data, timeout=2.0, headers={
-                    "Nats-Msg-Id": f"{self.node}:{n}", ORIGIN: self.node,
+                    "Nats-Msg-Id": f"{self._ids}:{n}", ORIGIN: self.node,
                     EXPECTED_LAST: str(self.last_seq)})
             except asyncio.CancelledError:
                 raise
