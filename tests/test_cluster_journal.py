@@ -91,3 +91,28 @@ def test_a_broker_away_holds_the_answer_and_the_lines_are_stored_when_it_is_back
         await bus.close()
 
     asyncio.run(run())
+
+
+def test_two_channels_of_one_process_each_keep_every_line(broker: Broker) -> None:
+    """A line's id is its channel's and its owner's take: the stream deduplicates across every
+    channel, and ids of one process's channels must never collide (the second channel's
+    header was dropped as the first's duplicate, and the process fenced out of it)."""
+    async def run() -> None:
+        bus = await Bus.connect(broker.url, name="t", prefix="twoch")
+        fenced: list[str] = []
+        streams = [JournalStream(bus, ch, "p1", on_fenced=lambda ch=ch: fenced.append(ch))
+                   for ch in ("main", "pink")]
+        for js in streams:
+            js.start()
+            js.tap("m.jsonl", {"type": "header"})
+            js.tap("m.jsonl", {"type": "event", "seq": 1})
+        for js in streams:
+            await js.flushed()
+        assert not fenced
+        for ch in ("main", "pink"):
+            assert [ln.get("seq") for _o, ln in await lines(bus, ch)] == [None, 1]
+        for js in streams:
+            await js.stop()
+        await bus.close()
+
+    asyncio.run(run())

@@ -18,7 +18,7 @@ def test_every_product_folder_is_in_the_wheel():
     find = cfg["packages"]["find"]
     packages = set(find_namespace_packages(str(ROOT), include=find["include"]))
     roots = {p.split(".")[0] for p in packages}
-    assert roots == {"reader", "audio", "hall", "api", "desk", "yomite"}
+    assert roots == {"reader", "audio", "hall", "api", "desk", "yomite", "cluster"}
     for root in roots:
         for folder in [ROOT / root, *(ROOT / root).rglob("*")]:
             if folder.is_dir() and folder.name != "__pycache__" and any(
