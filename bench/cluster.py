@@ -579,6 +579,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true",
                     help="1 and 2 processes, 10 rooms, 200 listeners, fewer holds and kills")
     ap.add_argument("--out", type=Path, help="write every figure here as JSON")
+    ap.add_argument("--keep", action="store_true", help="keep the servers' logs and journals")
     a = ap.parse_args()
     if a.quick:
         a.processes, a.rooms, a.listeners, a.holds = "1,2", 10, 200, 10
@@ -612,7 +613,10 @@ def main() -> None:
     except BaseException:
         print(f"the servers' logs are kept in {tmp}", file=sys.stderr)
         raise
-    shutil.rmtree(tmp, ignore_errors=True)
+    if a.keep:
+        print(f"the servers' logs are kept in {tmp}")
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
     pooled = [x for r in ref_rounds for x in r["pub_lat"]]
     ref = {**ref_rounds[0], "pub": summary(pooled),
            "req": summary([]) if not ref_rounds else ref_rounds[0]["req"],
