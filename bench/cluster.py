@@ -203,7 +203,8 @@ def fanout(c: Cluster, listeners: int, holds: int, procs: int, tag: str) -> dict
         rss_after = c.rss()
         busy0, total0 = cpu_now()
         ours0 = c.cpu_s() + sum(cl.cpu_s() for cl in clients)
-        sent, pubs = run_holds(c, owners, holds, tag)
+        refused: list[str] = []
+        sent, pubs = run_holds(c, owners, holds, tag, refused)
         busy1, total1 = cpu_now()
         ours1 = c.cpu_s() + sum(cl.cpu_s() for cl in clients)
         results = [cl.collect() for cl in clients]
@@ -236,7 +237,7 @@ def fanout(c: Cluster, listeners: int, holds: int, procs: int, tag: str) -> dict
         "connect_failed": sum(r["failed"] for r in readies),
         "first_error": next((r["first_error"] for r in readies if r["first_error"]), None),
         "connect_s": connect_s,
-        "holds": holds,
+        "holds": holds, "refused": len(refused), "first_refused": refused[:1],
         "expected": sum(per_room[sent[rid][0]] for rid in sent),
         "pub": summary(pub_lat), "req": summary(req_lat), "no_pub": no_pub,
         "owner_seq_disagree": sum(len(v) > 1 for v in owner_seq.values()),
@@ -259,7 +260,7 @@ def _cpus() -> list[int]:
     return sorted(os.sched_getaffinity(0))
 
 
-def run_holds(c: Cluster, owners: dict[str, int], holds: int, tag: str
+def run_holds(c: Cluster, owners: dict[str, int], holds: int, tag: str, refused: list[str]
               ) -> tuple[dict[str, tuple[str, float]], dict[str, dict[int, float]]]:
     """The operator's holds, room after room, each sent to a process that does not own the
     room; returns each hold's room and send time, and the owners' publication times."""
@@ -284,12 +285,13 @@ def run_holds(c: Cluster, owners: dict[str, int], holds: int, tag: str
         conn.request("PUT", f"/api/channels/{room}/holds/{rid}", headers=AUTH)
         sent[rid] = (room, t0)
         time.sleep(QUIET_S)
-        _answer(conn, "hold")
+        if not _answer(conn, f"hold {rid} in {room} through {via.name}", refused):
+            del sent[rid]  # counted as refused, not as a state nobody received
         time.sleep(0.2)
         conn = http.client.HTTPConnection("127.0.0.1", via.port, timeout=30)
         conn.request("DELETE", f"/api/channels/{room}/holds/{rid}", headers=AUTH)
         time.sleep(QUIET_S)
-        _answer(conn, "release")
+        _answer(conn, f"release {rid}", refused)
         if k % 10 == 9 or k == holds - 1:
             time.sleep(1.1)  # /api/health is at most a second old
             for i, nd in enumerate(nodes):
@@ -301,12 +303,14 @@ def run_holds(c: Cluster, owners: dict[str, int], holds: int, tag: str
     return sent, pubs
 
 
-def _answer(conn: http.client.HTTPConnection, what: str) -> None:
+def _answer(conn: http.client.HTTPConnection, what: str, refused: list[str]) -> bool:
     r = conn.getresponse()
     body = r.read()
     conn.close()
     if r.status != 200:
-        raise RuntimeError(f"{what}: {r.status} {body[:300]!r}")
+        refused.append(f"{what}: {r.status} {body[:200]!r}")
+        print(f"  refused: {refused[-1]}", flush=True)
+    return r.status == 200
 
 
 # ---------------------------------------------------------------------- hold -> referee
@@ -637,7 +641,8 @@ def main() -> None:
         print(f"{r['processes']} processes: receipts without the owner's publication time "
               f"{f['no_pub']}, listeners with a gap in their seqs {f['listeners_with_gaps']}, "
               f"out of order {f['disorder']}, closed early {f['closed_early']}, owners "
-              f"unchanged {f['owners_stable']}, connect failures {f['connect_failed']}"
+              f"unchanged {f['owners_stable']}, holds refused {f['refused']}, connect failures "
+              f"{f['connect_failed']}"
               + (f" ({f['first_error']})" if f["first_error"] else ""))
     print()
     print(table(ref, ref_rounds, runs, a), flush=True)

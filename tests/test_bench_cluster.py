@@ -58,7 +58,7 @@ def test_the_cluster_bench_prints_every_figure_at_its_smallest(tmp_path: Path) -
     run2 = figures["runs"][0]
     f = run2["fanout"]
     assert f["pub"]["n"] == f["expected"] == 25 and f["no_pub"] == 0
-    assert f["disorder"] == 0 and f["closed_early"] == 0
+    assert f["disorder"] == 0 and f["closed_early"] == 0 and f["refused"] == 0
     assert run2["referee"]["lat"]["n"] == 5 and run2["referee"]["n_errors"] == 0
     assert len(run2["failover"]["took_s"]) == 1
     for k in ("p50", "p99", "max"):
