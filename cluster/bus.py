@@ -52,6 +52,10 @@ class Subjects:
         return f"{self.prefix}.journal.>"
 
     @property
+    def released(self) -> str:  # a lease given back (a channel's name): take it now
+        return f"{self.prefix}.released"
+
+    @property
     def stream(self) -> str:
         return f"{self.prefix.upper()}_JOURNAL"
 

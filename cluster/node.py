@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import math
+from typing import Any
 
 from cluster.bus import Bus
 from cluster.journalstream import JournalStream
@@ -50,9 +51,14 @@ class ClusterNode:
         self._nodes = 1
         self._task: asyncio.Task[None] | None = None
         self._fencing: set[asyncio.Task[None]] = set()
+        self._renewed_at = 0.0
+        self._released: set[str] = set()  # leases given back, announced since the last round
+        self._released_sub: Any = None
 
     async def start(self) -> None:
         await self.alive.acquire()  # counted by the others from now on
+        self._released_sub = await self.bus.nc.subscribe(
+            self.bus.subjects.released, cb=self._on_released)
         await self.mirror.start()
         for name in self.hall.channels:
             await self._attach(name)
@@ -70,6 +76,9 @@ class ClusterNode:
         for rr in self.remotes.values():
             await rr.stop()
         await self.alive.release()
+        if self._released_sub is not None:
+            with contextlib.suppress(Exception):
+                await self._released_sub.unsubscribe()
         await self.mirror.stop()
 
     async def _run(self) -> None:
@@ -114,20 +123,12 @@ class ClusterNode:
             await self.alive.acquire()
         if not take:
             return
-        # every lease renewed at once: one after another, each answer waited behind the
-        # loop's other work: 0.5-0.7 s a round for 100 channels while 10,000 sockets
-        # connected, and once past the TTL (bench/cluster.py, one process): every lease lost,
-        # every room recovered paused
-        owned = list(self.owned)
-        kept = await asyncio.gather(*(self.leases[name].renew() for name in owned))
-        for name, ok in zip(owned, kept, strict=True):
-            if not ok and name in self.owned:
-                log.warning("channel %s: the lease is lost: it stops here", name)
-                await self._release(name, flush=False)
+        await self._renew_owned()
         try:
             self._nodes = max(1, len(await self.live_nodes()))
         except Exception as e:  # the broker away: keep the last count
             log.debug("cluster: the processes could not be counted: %s", e)
+        loop = asyncio.get_running_loop()
         share = math.ceil(len(self.hall.channels) / self._nodes)
         if len(self.owned) > share:
             # more than this process's share (others started since): hand over one channel
@@ -140,12 +141,11 @@ class ClusterNode:
                     await self._release(name, flush=True)
                     self._orphaned[name] = -2  # not taken back by this process at once
                     break
+        held = await self._held()
         for name in self.hall.channels:
             if name in self.owned:
                 continue
-            holder = await self.leases[name].holder_now() if self.bus.connected.is_set() \
-                else b"?"
-            if holder is not None:
+            if name in held:
                 self._orphaned.pop(name, None)
                 continue
             self._orphaned[name] = self._orphaned.get(name, 0) + 1
@@ -153,6 +153,42 @@ class ClusterNode:
                 continue
             if await self.leases[name].acquire():
                 await self._take(name)
+                if loop.time() - self._renewed_at >= self.interval_s:
+                    # taking a channel reads its journal: a survivor taking 100 channels
+                    # renews between takes, or it loses the ones it took first (131 leases
+                    # lost in bench/cluster.py before this)
+                    await self._renew_owned()
+
+    async def _renew_owned(self) -> None:
+        """Every lease held renewed at once: one after another, each answer waited behind the
+        loop's other work: 0.5-0.7 s a round for 100 channels while 10,000 sockets connected,
+        and once past the TTL (bench/cluster.py, one process) every lease was lost and every
+        room recovered paused. A lease not renewed stops its channel here."""
+        self._renewed_at = asyncio.get_running_loop().time()
+        owned = list(self.owned)
+        kept = await asyncio.gather(*(self.leases[name].renew() for name in owned))
+        for name, ok in zip(owned, kept, strict=True):
+            if not ok and name in self.owned:
+                log.warning("channel %s: the lease is lost: it stops here", name)
+                await self._release(name, flush=False)
+
+    async def _held(self) -> set[str]:
+        """The channels someone holds, in one request for all: the `ch.<channel>` keys in the
+        bucket's stream (a key nobody renews is gone after the TTL). A key given back leaves a
+        delete marker for up to the TTL: the channels announced released since the last round
+        are asked one by one. Without the broker: all of them (nothing is taken)."""
+        if not self.bus.connected.is_set():
+            return set(self.hall.channels)
+        bucket = self.bus.subjects.leases
+        info = await self.bus.js.stream_info(f"KV_{bucket}",
+                                             subjects_filter=f"$KV.{bucket}.ch.>")
+        prefix = f"$KV.{bucket}.ch."
+        held = {k.removeprefix(prefix) for k in (info.state.subjects or {})}
+        released, self._released = self._released & held, set()
+        for name in released:
+            if name in self.leases and await self.leases[name].holder_now() is None:
+                held.discard(name)
+        return held
 
     async def _take(self, name: str) -> None:
         lease = self.leases[name]
@@ -212,8 +248,14 @@ class ClusterNode:
                 await stream.flushed()
         await stream.stop()
         self.mirror.owned.discard(name)
-        await self.leases[name].release()
+        if self.leases[name].held:
+            await self.leases[name].release()
+            with contextlib.suppress(Exception):  # else the others wait for its marker's TTL
+                await self.bus.nc.publish(self.bus.subjects.released, name.encode())
         await self._attach(name)
+
+    async def _on_released(self, msg: Any) -> None:
+        self._released.add(msg.data.decode(errors="replace"))
 
     async def _attach(self, name: str) -> None:
         svc = self.hall.channels[name]

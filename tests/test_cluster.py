@@ -28,22 +28,23 @@ TOKEN = "cluster-tests-operator-token-0123456789abc"
 TTL = 2.0
 
 
-def config(url: str, prefix: str, channels: tuple[str, ...]) -> dict[str, Any]:
+def config(url: str, prefix: str, channels: tuple[str, ...], ttl: float = TTL) -> dict[str, Any]:
     return {
         "match": {"memorise_s": 1, "cards": 4, "prelude": {"enabled": False},
                   "gaps": {"between_verses_s": 0.5, "between_cards_s": 0.5}},
         "voice": {"engine": "estimate", "speed": 1.0},
         "audio": {"output": "null"},
         "server": {"channels": [{"name": c} for c in channels]},
-        "cluster": {"bus": url, "lease_ttl_s": TTL, "prefix": prefix},
+        "cluster": {"bus": url, "lease_ttl_s": ttl, "prefix": prefix},
     }
 
 
 class Cluster:
-    def __init__(self, tmp: Path, broker: Broker, n: int, channels: tuple[str, ...]) -> None:
+    def __init__(self, tmp: Path, broker: Broker, n: int, channels: tuple[str, ...],
+                 ttl: float = TTL) -> None:
         self.broker = broker
         self.prefix = f"t{os.getpid()}{int(time.monotonic() * 1000) % 100000}"
-        self.servers = [Server(_mk(tmp / f"p{i}"), config(broker.url, self.prefix, channels),
+        self.servers = [Server(_mk(tmp / f"p{i}"), config(broker.url, self.prefix, channels, ttl),
                                TOKEN) for i in range(n)]
 
     def start(self) -> "Cluster":
@@ -382,5 +383,31 @@ def test_a_referee_joined_through_one_process_is_known_to_every_process(
         wait_for(lambda: httpx2.get(f"{a.base}/api/session", headers=mine,
                                     timeout=10).status_code == 401, 10,
                  "the removed referee's token refused by the other process")
+    finally:
+        c.stop()
+
+
+def test_a_process_stopped_gives_its_channels_to_another_without_waiting_for_the_ttl(
+        tmp_path: Path, broker: Broker) -> None:
+    """A process stopped (an upgrade) gives its leases back and says so on the bus: another
+    takes the channels in a round or two. A given-back key leaves a delete marker in the bucket
+    for the TTL (10 s here), so a process that only looked at the bucket would take them after
+    10 s at the earliest: under that is the announcement at work."""
+    ttl = 10.0
+    c = Cluster(tmp_path, broker, 2, ("a", "b"), ttl=ttl).start()
+    try:
+        owner = c.owner("a", timeout=60)
+        other = c.others(owner)[0]
+        lost = set(c.describe(owner)["owned"])
+        t0 = time.monotonic()
+        owner.stop()
+        wait_for(lambda: lost <= set(c.describe(other)["owned"]), 3 * ttl,
+                 f"{sorted(lost)} owned by the process left")
+        took = time.monotonic() - t0
+        print(f"\nstopped process: its {len(lost)} channel(s) taken {took:.2f} s after it "
+              "stopped (the marker's TTL 10 s)")
+        assert took < ttl, f"taken after {took:.1f} s: only once the markers expired"
+        start_match(other, "a")  # the channel answers on the process left
+        assert state(other, "a")["match"] is not None
     finally:
         c.stop()
