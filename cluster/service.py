@@ -19,6 +19,7 @@ from typing import Any
 from cluster.bus import Bus
 from cluster.node import ClusterNode
 from cluster.referees import RefereeShare
+from cluster.rotations import RotationShare
 from cluster.shared import secrets_of, share
 from hall.config import Config
 from hall.hall import Hall
@@ -51,12 +52,15 @@ def joined(config: Config, url: str, node: str
                                 prefix=config.cluster.prefix)
         member = ClusterNode(bus, hall, node)
         referees = RefereeShare(bus, hall.auth)
+        rotations = RotationShare(bus, hall)
         try:
             await referees.start()
+            await rotations.start()
             await member.start()
             yield member
         finally:
             await member.stop()
+            await rotations.stop()
             await referees.stop()
             await bus.close()
 

@@ -5,7 +5,7 @@ the operator's token (unless the config sets one), and each channel's PIN and sp
 Before a process starts its hall, each of these is taken from the broker's `shared` bucket and
 written to the process's own journal folder, where the hall reads it as on one machine; the
 first process to start puts its own (or makes one). A PIN or speaker key changed at a
-console later is kept by the process that changed it: see the README's cluster section.
+console later is put there too, and adopted by every process (cluster.rotations).
 """
 
 from __future__ import annotations

@@ -82,6 +82,9 @@ class ChannelService:
         # awaited after each command and hand the runtime applied, before it is answered: a
         # cluster's owner waits there until the journal's lines are in the broker's stream
         self.durable: Callable[[], Awaitable[None]] | None = None
+        # told of a PIN or speaker key changed here ("pin" | "speaker-key", the value): a
+        # cluster shares it with its other processes
+        self.on_secret: Callable[[str, str], None] | None = None
         # the clients' fan-out is the first subscriber to the channel's states
         self.subscribe(self._to_hub)
 
@@ -209,7 +212,14 @@ class ChannelService:
     def rotate_pin(self) -> str:
         """A new PIN for the channel (kept across restarts); OSError if it cannot be kept.
         Referees who joined keep their tokens; guesses at the old PIN no longer count."""
-        pin = new_pin(self.pin_digits)
+        pin = self.adopt_pin(new_pin(self.pin_digits))
+        if self.on_secret is not None:
+            self.on_secret("pin", pin)
+        return pin
+
+    def adopt_pin(self, pin: str) -> str:
+        """This PIN from now on (a new one, or one changed through another process of a
+        cluster)."""
         if self.pin_path is not None:
             self.pin_path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.pin_path.with_suffix(".tmp")
@@ -247,7 +257,16 @@ class ChannelService:
         are disconnected (their pages say to open the new link). OSError if it cannot be
         kept."""
         assert self.speaker_link is not None
-        key = self.speaker_link.rotate()
+        key = self.adopt_speaker_key(SpeakerLink.new_key())
+        if self.on_secret is not None:
+            self.on_secret("speaker-key", key)
+        return key
+
+    def adopt_speaker_key(self, key: str) -> str:
+        """This speaker key from now on (see new_speaker_link): the speakers that joined with
+        another are disconnected."""
+        assert self.speaker_link is not None
+        self.speaker_link.adopt(key)
         for c in list(self.hub.speakers):
             self.hub.remove(c)
             asyncio.get_running_loop().create_task(_close(c.close, "speaker_link_changed"))

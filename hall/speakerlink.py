@@ -37,7 +37,7 @@ class SpeakerLink:
         return key if len(key) >= 32 else None
 
     def _new(self) -> str:
-        key = secrets.token_urlsafe(24)
+        key = self.new_key()
         try:
             self._keep(key)
         except OSError as e:
@@ -54,9 +54,16 @@ class SpeakerLink:
         tmp.write_text(key, "utf-8")
         os.replace(tmp, self.path)
 
+    @staticmethod
+    def new_key() -> str:
+        return secrets.token_urlsafe(24)
+
     def rotate(self) -> str:
         """A new key (OSError if it cannot be kept: then nothing changed)."""
-        key = secrets.token_urlsafe(24)
+        return self.adopt(self.new_key())
+
+    def adopt(self, key: str) -> str:
+        """This key from now on (OSError if it cannot be kept: then nothing changed)."""
         self._keep(key)
         self.key = key
         self.auth.set_speaker_key(self.channel, key)
