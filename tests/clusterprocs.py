@@ -62,7 +62,8 @@ class Cluster:
                 if ch in self.describe(s)["owned"]:
                     return s
             return None
-        return wait_for(find, timeout, f"an owner of {ch}")
+        found: Server = wait_for(find, timeout, f"an owner of {ch}")
+        return found
 
     def others(self, s: Server) -> list[Server]:
         return [x for x in self.live() if x is not s]

@@ -173,3 +173,35 @@ def test_a_page_whose_process_is_killed_reconnects_to_another_with_the_latest_st
     finally:
         ctx.close()
         c.stop()
+
+
+def test_addresses_are_compared_as_browsers_write_origins() -> None:
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from api.guards import PAGE_CSP, page_csp
+    from cluster.peers import Peers, origin_of
+
+    assert origin_of("HTTP://Hall.Example:80/") == "http://hall.example"
+    assert origin_of("https://10.0.0.5:443") == "https://10.0.0.5"
+    assert origin_of("http://[::1]:8000") == "http://[::1]:8000"
+    assert origin_of("ftp://x") is None and origin_of("http://x:99999") is None
+    asked: list[str] = []
+
+    async def address_of(node: str) -> bytes | None:
+        asked.append(node)
+        return {"b": b"http://10.0.0.6:8000/", "c": b"c-1234"}.get(node)
+
+    def run(nodes: list[str]) -> None:  # in a thread: Playwright's loop may run in this one
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, p.refresh(nodes, "a", address_of)).result()
+
+    p = Peers("http://10.0.0.5:8000")
+    run(["a", "b", "c", "gone"])
+    assert p.live == ["http://10.0.0.5:8000", "http://10.0.0.6:8000"]
+    run(["a", "c"])  # b died; nobody asked twice
+    assert p.live == ["http://10.0.0.5:8000"] and sorted(asked) == ["b", "c", "gone"]
+    assert "http://10.0.0.6:8000" in p.known  # its pages still get in
+    assert page_csp([]) == PAGE_CSP
+    assert "connect-src 'self' https://h wss://h http://g:1 ws://g:1;" in page_csp(
+        ["https://h", "http://g:1"])
