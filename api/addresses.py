@@ -113,3 +113,14 @@ def candidates(host: str, port: int, public_url: str | None,
     if reachable:
         return reachable
     return out or [Candidate(f"http://127.0.0.1:{port}", "loopback")]
+
+
+def advertised(host: str, port: int, configured: str | None) -> str:
+    """This process's own base URL for a cluster's other processes (cluster.advertise):
+    the configured one, else the bound address (a wildcard: the default route's address, or
+    127.0.0.1 without one). Never server.public_url: that is the one name of every process."""
+    if configured:
+        return configured.rstrip("/")
+    if host in WILDCARDS:
+        host = default_route_address() or "127.0.0.1"
+    return f"http://{_url_host(host)}:{port}"

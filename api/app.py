@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
+from api.deps import peers_of
 from api.desk import routes as tournaments
 from api.errors import ApiError, install_handlers
 from api.guards import BodyLimit, HostCheck, SecurityHeaders
@@ -231,7 +232,8 @@ def create_app(
         app.include_router(module.router)
     # the door, outermost last: a foreign Host, then an oversized body, are refused before
     # any route (or token check) sees the request
-    app.add_middleware(SecurityHeaders)
+    app.add_middleware(SecurityHeaders, peers=lambda: (
+        p.live if (p := peers_of(app)) is not None else []))
     # (a recorded take, the desk's backup and entries are files: their routes check their
     # own, larger, limits as they read, and their 413 names the file, so the door lets one
     # byte more through)

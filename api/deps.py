@@ -14,6 +14,7 @@ from fastapi import Depends, Request, WebSocket
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.errors import ApiError
+from cluster.peers import Peers
 from hall.auth import Auth, Principal, Role
 from hall.channel import ChannelService
 from hall.hall import Hall
@@ -30,6 +31,12 @@ def token_of(request: Request | WebSocket) -> str | None:
     if auth.lower().startswith("bearer "):
         return auth[7:].strip() or None
     return request.headers.get("x-yomite-token") or request.query_params.get("token") or None
+
+
+def peers_of(app: Any) -> Peers | None:
+    """One of a cluster's processes: the addresses of the cluster's processes (cluster.peers);
+    None on one machine."""
+    return getattr(getattr(app.state, "cluster", None), "peers", None)
 
 
 def hall_of(request: Request) -> Hall:

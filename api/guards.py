@@ -127,8 +127,8 @@ def own_hosts(config: Config) -> frozenset[str]:
     # may have a resolver that only times out
     host = socket.gethostname()
     names |= {host, f"{host}.local"}
-    if config.server.public_url:
-        h = urlsplit(config.server.public_url).hostname
+    for url in (config.server.public_url, config.cluster.advertise):
+        h = urlsplit(url).hostname if url else None
         if h:
             names.add(h)
     if config.server.host not in ("0.0.0.0", "::", ""):
@@ -185,11 +185,23 @@ class HostCheck:
 
 
 # ---------------------------------------------------------------------- response headers
-class SecurityHeaders:
-    """nosniff and no-referrer on every response; the strict CSP and no framing on pages."""
+def page_csp(peers: list[str]) -> str:
+    """The pages' policy; in a cluster, its processes' addresses may be connected to too (a
+    page's WebSocket moves to another when its own dies: api/static/common.js Channel)."""
+    if not peers:
+        return PAGE_CSP
+    ws = [("wss" if p.startswith("https:") else "ws") + p[p.index(":"):] for p in peers]
+    extra = " ".join(x for pair in zip(peers, ws, strict=True) for x in pair)
+    return PAGE_CSP.replace("connect-src 'self';", f"connect-src 'self' {extra};")
 
-    def __init__(self, app: ASGIApp) -> None:
+
+class SecurityHeaders:
+    """nosniff and no-referrer on every response; the strict CSP and no framing on pages.
+    `peers`: a cluster's live processes' addresses, for the pages' connect-src."""
+
+    def __init__(self, app: ASGIApp, peers: Callable[[], list[str]] = list) -> None:
         self.app = app
+        self.peers = peers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -210,7 +222,8 @@ class SecurityHeaders:
                     # brings a policy of its own (the desk's print pages) keeps it
                     own = any(k == b"content-security-policy" for k, _ in headers)
                     if not docs and not own:
-                        headers.append((b"content-security-policy", PAGE_CSP.encode()))
+                        headers.append((b"content-security-policy",
+                                        page_csp(self.peers()).encode()))
                 message["headers"] = headers
             await send(message)
 

@@ -22,6 +22,10 @@ class Hello(_Message):
     role: Literal["viewer", "referee", "operator"]
     referee: str | None = Field(description="the referee's id (a referee's token)")
     channel: str
+    peers: list[str] | None = Field(None, description=(
+        "one of a cluster's processes: the live processes' addresses (cluster.advertise), "
+        "this one first; a page opened at one of them reconnects to the next when its own "
+        "dies. Absent on one machine"))
 
 
 class State(ChannelState):

@@ -19,12 +19,15 @@ import logging
 import math
 from typing import Any
 
+from nats.js.errors import KeyNotFoundError
+
 from cluster.bus import Bus
 from cluster.journalstream import JournalStream
 from cluster.lease import Lease
 from cluster.messages import Output
 from cluster.mirror import JournalMirror
 from cluster.owner import OwnerLink
+from cluster.peers import Peers
 from cluster.remote import RemoteRuntime
 from hall.channel import ChannelService
 from hall.hall import Hall
@@ -33,7 +36,10 @@ log = logging.getLogger("yomite.cluster")
 
 
 class ClusterNode:
-    def __init__(self, bus: Bus, hall: Hall, node: str, *, settle_s: float | None = None) -> None:
+    def __init__(self, bus: Bus, hall: Hall, node: str, *, settle_s: float | None = None,
+                 url: str | None = None) -> None:
+        """`url`: where pages reach this process (cluster.advertise): the value of its alive
+        key, read by the others (cluster.peers)."""
         self.bus = bus
         self.hall = hall
         self.node = node
@@ -44,7 +50,8 @@ class ClusterNode:
         self.settle_s = ttl if settle_s is None else settle_s
         self.leases = {name: Lease(bus.leases, f"ch.{name}", node.encode(), ttl)
                        for name in hall.channels}
-        self.alive = Lease(bus.leases, f"node.{node}", node.encode(), ttl)
+        self.alive = Lease(bus.leases, f"node.{node}", (url or node).encode(), ttl)
+        self.peers = Peers(url)
         self.owned: dict[str, tuple[OwnerLink, JournalStream]] = {}
         self.remotes: dict[str, RemoteRuntime] = {}
         self._orphaned: dict[str, int] = {}
@@ -102,6 +109,12 @@ class ClusterNode:
         prefix = f"$KV.{bucket}.node."
         return sorted(k.removeprefix(prefix) for k in (info.state.subjects or {}))
 
+    async def _address_of(self, node: str) -> bytes | None:
+        try:
+            return (await self.bus.leases.get(f"node.{node}")).value
+        except KeyNotFoundError:  # stopped since it was counted
+            return None
+
     async def describe(self) -> dict[str, object]:
         """This process, the live ones, and each channel's owner (None: being taken over)."""
         owners: dict[str, str | None] = {}
@@ -121,13 +134,15 @@ class ClusterNode:
     async def _round(self, *, take: bool = True) -> None:
         if not await self.alive.renew():
             await self.alive.acquire()
+        try:
+            nodes = await self.live_nodes()
+            self._nodes = max(1, len(nodes))
+            await self.peers.refresh(nodes, self.node, self._address_of)
+        except Exception as e:  # the broker away: keep the last count and addresses
+            log.debug("cluster: the processes could not be counted: %s", e)
         if not take:
             return
         await self._renew_owned()
-        try:
-            self._nodes = max(1, len(await self.live_nodes()))
-        except Exception as e:  # the broker away: keep the last count
-            log.debug("cluster: the processes could not be counted: %s", e)
         loop = asyncio.get_running_loop()
         share = math.ceil(len(self.hall.channels) / self._nodes)
         if len(self.owned) > share:

@@ -44,13 +44,14 @@ def share_secrets(config: Config, url: str) -> dict[str, str]:
     return asyncio.run(run())
 
 
-def joined(config: Config, url: str, node: str
+def joined(config: Config, url: str, node: str, advertise: str | None = None
            ) -> Callable[[Hall], AbstractAsyncContextManager[Any]]:
+    """`advertise`: this process's base URL for the others' pages (cluster.peers)."""
     @asynccontextmanager
     async def run(hall: Hall) -> AsyncIterator[ClusterNode]:
         bus = await Bus.connect(url, name=node, lease_ttl_s=config.cluster.lease_ttl_s,
                                 prefix=config.cluster.prefix)
-        member = ClusterNode(bus, hall, node)
+        member = ClusterNode(bus, hall, node, url=advertise)
         referees = RefereeShare(bus, hall.auth)
         rotations = RotationShare(bus, hall)
         try:

@@ -242,6 +242,11 @@ class ClusterConfig(Frozen):
     bus: str | None = Field(None, max_length=512)  # nats://host:4222; --bus sets it too
     lease_ttl_s: float = Field(2.0, ge=0.5, le=30)  # a dead owner's channels move after this
     prefix: str = Field("yomite", pattern=r"^[a-z][a-z0-9_]{0,31}$")  # subjects and buckets
+    # where pages reach this process by its own address (http://10.0.0.5:8000, no path): told
+    # to the others, so that a page whose process died reconnects to another, and accepted as
+    # an origin by them. Default: http://<the bound address>:<port>, or, bound to 0.0.0.0 /
+    # ::, the default route's address (127.0.0.1 without one)
+    advertise: str | None = Field(None, pattern=r"^https?://[^\s/?#@]+/?$", max_length=256)
 
 
 class Config(Frozen):

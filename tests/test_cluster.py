@@ -11,126 +11,27 @@ Times are printed (the figures are bench/cluster.py's), never asserted.
 
 import asyncio
 import json
-import os
 import signal
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx2
-import pytest
 
+from tests.clusterprocs import (  # noqa: F401 (broker_fixture: the fixture `broker`)
+    TTL,
+    Cluster,
+    broker_fixture,
+    call,
+    hold,
+    holders,
+    reading_a_verse,
+    release,
+    start_match,
+    state,
+    wait_for,
+)
 from tests.natsbroker import Broker
-from tests.serverproc import Server
-
-TOKEN = "cluster-tests-operator-token-0123456789abc"
-TTL = 2.0
-
-
-def config(url: str, prefix: str, channels: tuple[str, ...], ttl: float = TTL) -> dict[str, Any]:
-    return {
-        "match": {"memorise_s": 1, "cards": 4, "prelude": {"enabled": False},
-                  "gaps": {"between_verses_s": 0.5, "between_cards_s": 0.5}},
-        "voice": {"engine": "estimate", "speed": 1.0},
-        "audio": {"output": "null"},
-        "server": {"channels": [{"name": c} for c in channels]},
-        "cluster": {"bus": url, "lease_ttl_s": ttl, "prefix": prefix},
-    }
-
-
-class Cluster:
-    def __init__(self, tmp: Path, broker: Broker, n: int, channels: tuple[str, ...],
-                 ttl: float = TTL) -> None:
-        self.broker = broker
-        self.prefix = f"t{os.getpid()}{int(time.monotonic() * 1000) % 100000}"
-        self.servers = [Server(_mk(tmp / f"p{i}"), config(broker.url, self.prefix, channels, ttl),
-                               TOKEN) for i in range(n)]
-
-    def start(self) -> "Cluster":
-        for s in self.servers:
-            s.start()
-        return self
-
-    def stop(self) -> None:
-        for s in self.servers:
-            s.stop()
-
-    def live(self) -> list[Server]:
-        return [s for s in self.servers if s.proc is not None and s.proc.poll() is None]
-
-    def describe(self, s: Server) -> dict[str, Any]:
-        r = httpx2.get(s.base + "/api/cluster", headers=s.op, timeout=10)
-        assert r.status_code == 200, r.text
-        out: dict[str, Any] = r.json()
-        return out
-
-    def owner(self, ch: str, timeout: float = 30.0,
-              among: list[Server] | None = None) -> Server:
-        """The live process that owns `ch` (waiting until one does)."""
-        def find() -> Server | None:
-            for s in among or self.live():
-                if ch in self.describe(s)["owned"]:
-                    return s
-            return None
-        return wait_for(find, timeout, f"an owner of {ch}")
-
-    def others(self, s: Server) -> list[Server]:
-        return [x for x in self.live() if x is not s]
-
-
-def _mk(p: Path) -> Path:
-    p.mkdir(parents=True, exist_ok=True)
-    return p
-
-
-def wait_for(probe: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        v = probe()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {timeout:.0f} s for {what}")
-        time.sleep(0.05)
-
-
-def state(s: Server, ch: str) -> dict[str, Any]:
-    r = httpx2.get(f"{s.base}/api/channels/{ch}", headers=s.op, timeout=10)
-    assert r.status_code == 200, r.text
-    out: dict[str, Any] = r.json()
-    return out
-
-
-def call(s: Server, method: str, path: str, **kw: Any) -> httpx2.Response:
-    return httpx2.request(method, s.base + path, headers=s.op, timeout=20, **kw)
-
-
-def hold(s: Server, ch: str, referee: str) -> httpx2.Response:
-    return call(s, "PUT", f"/api/channels/{ch}/holds/{referee}")
-
-
-def release(s: Server, ch: str, referee: str) -> httpx2.Response:
-    return call(s, "DELETE", f"/api/channels/{ch}/holds/{referee}")
-
-
-def holders(st: dict[str, Any]) -> list[str]:
-    m = st.get("match") or {}
-    return sorted(h["referee"] for h in m.get("holds", []))
-
-
-def reading_a_verse(s: Server, ch: str) -> bool:
-    m = state(s, ch).get("match") or {}
-    seg = m.get("segment") or {}
-    return bool(not m.get("paused") and seg.get("verse") in ("kami", "shimo")
-                and m.get("phase") == "reading")
-
-
-def start_match(s: Server, ch: str) -> None:
-    r = call(s, "POST", f"/api/channels/{ch}/match", json={})
-    assert r.status_code == 200, r.text
-    r = call(s, "POST", f"/api/channels/{ch}/match/start")
-    assert r.status_code == 200, r.text
 
 
 def journal_lines(url: str, prefix: str, ch: str) -> list[dict[str, Any]]:
@@ -161,17 +62,6 @@ def journal_lines(url: str, prefix: str, ch: str) -> list[dict[str, Any]]:
 
 def held_in(lines: list[dict[str, Any]], referee: str) -> bool:
     return any(referee in json.dumps(line) and "hold" in json.dumps(line) for line in lines)
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    b = Broker(tmp_path / "broker")
-    b.tmp.mkdir(parents=True, exist_ok=True)
-    b.start()
-    try:
-        yield b
-    finally:
-        b.stop()
 
 
 def test_a_hold_sent_to_one_process_stops_a_channel_owned_by_another(

@@ -1,6 +1,6 @@
 """A PIN or speaker link changed at a console of one process of a cluster holds on every
 process (cluster.rotations): the old one stops working everywhere, the new one works through
-any process. A real nats-server and two `yomite serve --bus` processes (tests/test_cluster.py).
+any process. A real nats-server and two `yomite serve --bus` processes (tests/clusterprocs.py).
 """
 
 from pathlib import Path
@@ -9,7 +9,13 @@ import httpx2
 
 from tests.natsbroker import Broker
 from tests.serverproc import Server
-from tests.test_cluster import Cluster, broker, call, state, wait_for  # noqa: F401
+from tests.clusterprocs import (  # noqa: F401 (broker_fixture: the fixture `broker`)
+    Cluster,
+    broker_fixture,
+    call,
+    state,
+    wait_for,
+)
 
 
 def join(base: str, pin: str) -> int:
@@ -24,7 +30,7 @@ def speaker_key(s: Server, ch: str = "main") -> str:
 
 
 def test_a_new_pin_and_speaker_link_made_through_one_process_hold_on_every_process(
-        tmp_path: Path, broker: Broker) -> None:  # noqa: F811
+        tmp_path: Path, broker: Broker) -> None:
     c = Cluster(tmp_path, broker, 2, ("main",)).start()
     try:
         a, b = c.servers

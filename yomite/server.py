@@ -12,7 +12,7 @@ from urllib.parse import unquote_plus
 
 import uvicorn
 
-from api.addresses import Candidate, candidates
+from api.addresses import Candidate, advertised, candidates
 from api.app import create_app
 from api.serverglue import uvicorn_options
 from hall.config import Config
@@ -161,7 +161,7 @@ def serve(config: Config, host: str | None = None, port: int | None = None,
     if config.cluster.bus:
         # one process of a cluster (README: the association's server): what every process
         # must agree on first, then the hall's channels are started as their leases are taken
-        from cluster.service import joined, node_name, share_secrets
+        from cluster.service import share_secrets
 
         try:
             shared = share_secrets(config, config.cluster.bus)
@@ -171,11 +171,15 @@ def serve(config: Config, host: str | None = None, port: int | None = None,
                                "cluster.bus / --bus") from None
         operator_token = None if config.server.security.operator_token else \
             shared["operator-token"]
-        cluster = joined(config, config.cluster.bus, node_name())
     # the door's caps are sized from the open-files limit, raised first where allowed
     options = uvicorn_options(config, open_files=raise_open_files())
     sock = bind(h, p, options["backlog"])
     bound = int(sock.getsockname()[1])
+    if config.cluster.bus:
+        from cluster.service import joined, node_name
+
+        cluster = joined(config, config.cluster.bus, node_name(),
+                         advertised(h, bound, config.cluster.advertise))
 
     def ready(hall: Hall, token: str, generated: bool) -> None:
         # at the end of start-up, so the threads and workers started meanwhile keep `nice`

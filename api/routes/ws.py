@@ -14,11 +14,12 @@ from typing import Any
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
-from api.deps import rooms_of, token_of, typed_view
+from api.deps import peers_of, rooms_of, token_of, typed_view
 from api.errors import ApiError
 from api.protocol import CLIENT, HoldMessage, Ping, Report, Sync
 from api.routes.holds import hold_target
 from api.serverglue import direct_transport
+from cluster.peers import Peers, origin_of
 from hall.auth import VIEWER, Auth, Principal, Role
 from hall.budget import Budget
 from hall.channel import ChannelService
@@ -39,7 +40,8 @@ async def ws(websocket: WebSocket, ch: str) -> None:
     auth: Auth = websocket.app.state.auth
     config: Config = websocket.app.state.config
     svc = h.channels.get(ch)
-    if not origin_ok(websocket, config):
+    peers = peers_of(websocket.app)
+    if not origin_ok(websocket, config, peers):
         await websocket.close(code=1008, reason="origin not allowed")
         return
     speaker = websocket.query_params.get("audience") == "speaker"
@@ -93,8 +95,12 @@ async def ws(websocket: WebSocket, ch: str) -> None:
                          referee=p.referee if p.channel == ch else None, name=p.name,
                          speaker=speaker,
                          transport=direct_transport(websocket))
-    svc.hub.send_to(client, {"type": "hello", "role": p.role.value, "referee": p.referee,
-                             "channel": ch})
+    hello: dict[str, Any] = {"type": "hello", "role": p.role.value, "referee": p.referee,
+                             "channel": ch}
+    if peers is not None and peers.live:
+        # a cluster's processes, this one first: where the page reconnects if this one dies
+        hello["peers"] = peers.live
+    svc.hub.send_to(client, hello)
     svc.hub.send_to(client, state_message(typed_view(svc, p)))
     if speaker and svc.speakers is not None:
         svc.hub.send_to(client, svc.speakers.message())
@@ -184,13 +190,17 @@ async def _message(svc: ChannelService, auth: Auth, p: Principal, client: Any,
     return True
 
 
-def origin_ok(ws: WebSocket, config: Config) -> bool:
-    """Browsers always send Origin; accept our own host and configured origins. Non-browser
-    clients (no Origin) are accepted: the token, not the origin, is what authorises them."""
+def origin_ok(ws: WebSocket, config: Config, peers: Peers | None = None) -> bool:
+    """Browsers always send Origin; accept our own host, configured origins and, in a
+    cluster, the addresses of its processes (a page loaded from another, perhaps dead since).
+    Non-browser clients (no Origin) are accepted: the token, not the origin, is what
+    authorises them."""
     origin = ws.headers.get("origin")
     if origin is None:
         return True
     host = ws.headers.get("host", "")
     if origin in (f"http://{host}", f"https://{host}"):
+        return True
+    if peers is not None and origin_of(origin) in peers.known:
         return True
     return origin in config.server.security.allowed_origins

@@ -7,7 +7,9 @@
    - api(): fetch with the token; an error answer ({error, detail, hint}) becomes an ApiError.
    - Channel: the WebSocket of one channel. It reconnects by itself with backoff, keeps the
      same token (so a referee keeps its identity), detects dead links with pings, and passes on
-     only states whose `seq` is newer than the last one shown.
+     only states whose `seq` is newer than the last one shown. A page opened at one of a
+     cluster's processes' own addresses (hello.peers) reconnects to the next one when its
+     process dies (docs/cluster.md); one opened through another name reconnects through it.
    - helpers to show a match: phase words, card counter, countdown, colour chips.
 */
 "use strict";
@@ -282,6 +284,10 @@
       this.lastRx = 0;
       this.stopped = true;
       this.hello = null;
+      // where the socket goes: this page's own server, or, once a cluster's hello named this
+      // page's address among its processes', each of them in turn after a drop
+      this.bases = [location.origin];
+      this.at = 0;
       this._wake = () => this._wakeUp();
     }
 
@@ -336,23 +342,31 @@
     _open() {
       clearTimeout(this.retryTimer);
       if (this.stopped || this.ws) return;
-      const proto = location.protocol === "https:" ? "wss:" : "ws:";
+      const base = this.bases[this.at] || location.origin;
       const tok = this.token();
       const params = new URLSearchParams(this.query);
       if (tok) params.set("token", tok);
       const q = params.toString() ? `?${params}` : "";
       let ws;
       try {
-        const url = `${proto}//${location.host}/ws/channels/${encodeURIComponent(this.name)}${q}`;
+        const url = `${base.replace(/^http/, "ws")}/ws/channels/${encodeURIComponent(this.name)}${q}`;
         ws = this.socket ? this.socket(url) : new WebSocket(url);
       } catch (_e) {
-        this._retry(false);
+        this._closed(false);
         return;
       }
       this.ws = ws;
       let opened = false;
+      // with other processes to try, one that does not answer (its machine is off) is left
+      // after 2.5 s for the next
+      const giveUp = this.bases.length > 1 ? setTimeout(() => {
+        if (this.ws !== ws || opened) return;
+        try { ws.close(); } catch (_e) { /* already closing */ }
+        this._closed(false);
+      }, 2500) : null;
       ws.onopen = () => {
         opened = true;
+        clearTimeout(giveUp);
         this.lastRx = Date.now();
       };
       ws.onmessage = (ev) => {
@@ -373,6 +387,7 @@
             this.failures = 0;
             this.hello = msg;
             this.fullSaid = false;
+            this._peers(msg.peers);
             this._setStatus("online");
             this._startPings(ws);
             this.onHello(msg);
@@ -413,7 +428,19 @@
       ws.onerror = () => { /* onclose follows */ };
     }
 
+    /** A cluster's hello: its processes' addresses, the one that answered first. */
+    _peers(peers) {
+      if (!Array.isArray(peers) || peers.length === 0) return;
+      const mine = location.origin;
+      // a page opened through another name (a reverse proxy, DNS) keeps reconnecting through it
+      if (this.bases.length < 2 && !peers.includes(mine)) return;
+      const here = this.bases[this.at] || mine;
+      this.bases = [...new Set([here, ...peers.filter((p) => typeof p === "string"), mine])];
+      this.at = 0;
+    }
+
     _closed(opened) {
+      if (this.bases.length > 1) this.at = (this.at + 1) % this.bases.length; // the next one
       this.ws = null;
       clearInterval(this.pingTimer);
       if (this.stopped) return;
