@@ -7,8 +7,6 @@ from pathlib import Path
 
 import httpx2
 
-from tests.natsbroker import Broker
-from tests.serverproc import Server
 from tests.clusterprocs import (  # noqa: F401 (broker_fixture: the fixture `broker`)
     Cluster,
     broker_fixture,
@@ -16,6 +14,8 @@ from tests.clusterprocs import (  # noqa: F401 (broker_fixture: the fixture `bro
     state,
     wait_for,
 )
+from tests.natsbroker import Broker
+from tests.serverproc import Server
 
 
 def join(base: str, pin: str) -> int:
