@@ -190,7 +190,7 @@ def page_csp(peers: list[str]) -> str:
     page's WebSocket moves to another when its own dies: api/static/common.js Channel)."""
     if not peers:
         return PAGE_CSP
-    ws = [("wss" if p.startswith("https:") else "ws") + p[p.index(":"):] for p in peers]
+    ws = [p.replace("http", "ws", 1) for p in peers]  # http: ws:, https: wss:
     extra = " ".join(x for pair in zip(peers, ws, strict=True) for x in pair)
     return PAGE_CSP.replace("connect-src 'self';", f"connect-src 'self' {extra};")
 
