@@ -57,7 +57,7 @@ class Lease:
         try:
             self.revision = await self.kv.update(self.key, self.holder, last=self.revision)
         except KeyWrongLastSequenceError:
-            log.warning("lease %s: taken by another process", self.key)
+            log.warning("lease %s: lost (it expired, or another process took it)", self.key)
             self.revision = None
             return False
         except Exception as e:
