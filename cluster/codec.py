@@ -14,13 +14,16 @@ import dataclasses
 import json
 import types
 import typing
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar, Union
 
 T = TypeVar("T")
 
-_HINTS: dict[type, dict[str, Any]] = {}
+_SCALARS = (str, int, float, bool)
+_FIELDS: dict[type, tuple[str, ...]] = {}  # a dataclass's field names, by its type
+_READERS: dict[Any, Callable[[Any], Any]] = {}  # what reads each type (from_plain)
 
 
 class CodecError(ValueError):
@@ -28,8 +31,14 @@ class CodecError(ValueError):
 
 
 def to_plain(v: object) -> Any:
-    if v is None or type(v) in (str, int, float, bool):
+    t = type(v)
+    if v is None or t in _SCALARS:
         return v
+    if t is tuple or t is list:
+        return [to_plain(x) for x in v]  # type: ignore[attr-defined]
+    names = _FIELDS.get(t)
+    if names is not None:
+        return {n: to_plain(getattr(v, n)) for n in names}
     if isinstance(v, Enum):
         return v.value
     if isinstance(v, Path):
@@ -39,7 +48,8 @@ def to_plain(v: object) -> Any:
     if isinstance(v, dict):
         return {str(k): to_plain(x) for k, x in v.items()}
     if dataclasses.is_dataclass(v) and not isinstance(v, type):
-        return {f.name: to_plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
+        names = _FIELDS[t] = tuple(f.name for f in dataclasses.fields(v))
+        return {n: to_plain(getattr(v, n)) for n in names}
     raise CodecError(f"cannot send a {type(v).__name__} over the bus")
 
 
@@ -56,69 +66,120 @@ def loads(tp: type[T], data: bytes) -> T:
     return out
 
 
-def _hints(cls: type) -> dict[str, Any]:
-    h = _HINTS.get(cls)
-    if h is None:
-        h = _HINTS[cls] = typing.get_type_hints(cls)
-    return h
-
-
 def from_plain(tp: Any, v: Any) -> Any:
     """`v` (JSON values) as a value of type `tp`; CodecError if it is not one."""
+    read = _READERS.get(tp)
+    if read is None:
+        read = _READERS[tp] = _reader(tp)
+    return read(v)
+
+
+def _reader(tp: Any) -> Callable[[Any], Any]:
+    """A function that reads a value of type `tp`, made once per type (a state crosses the bus
+    every few seconds per room, to every process: reading it is on the fan-out's path)."""
     if tp is Any or tp is object:
-        return v
+        return _same
     origin = typing.get_origin(tp)
     if origin is Union or origin is types.UnionType:
-        args = typing.get_args(tp)
-        if v is None and type(None) in args:
+        return _union(tp)
+    if origin is typing.Literal:
+        allowed = typing.get_args(tp)
+
+        def literal(v: Any) -> Any:
+            if v in allowed:
+                return v
+            raise CodecError(f"{v!r} is not one of {allowed}")
+        return literal
+    if origin in (tuple, list):
+        return _sequence(tp, origin)
+    if origin is dict:
+        _k, val = typing.get_args(tp) or (str, Any)
+
+        def mapping(v: Any) -> Any:
+            if not isinstance(v, dict):
+                raise CodecError(f"expected an object, got {type(v).__name__}")
+            return {str(k): from_plain(val, x) for k, x in v.items()}
+        return mapping
+    if isinstance(tp, type):
+        if dataclasses.is_dataclass(tp):
+            return _dataclass(tp)
+        if issubclass(tp, Enum):
+            return _enum(tp)
+        return _scalar(tp)
+    raise CodecError(f"cannot read a {tp}")
+
+
+def _same(v: Any) -> Any:
+    return v
+
+
+def _union(tp: Any) -> Callable[[Any], Any]:
+    args = typing.get_args(tp)
+    optional = type(None) in args
+    others = [a for a in args if a is not type(None)]
+
+    def union(v: Any) -> Any:
+        if v is None and optional:
             return None
         errors = []
-        for a in args:
-            if a is type(None):
-                continue
+        for a in others:
             try:
                 return from_plain(a, v)
             except CodecError as e:
                 errors.append(str(e))
         raise CodecError("; ".join(errors) or f"{v!r} is not {tp}")
-    if origin is typing.Literal:
-        if v in typing.get_args(tp):
-            return v
-        raise CodecError(f"{v!r} is not one of {typing.get_args(tp)}")
-    if origin in (tuple, list):
-        if not isinstance(v, list):
-            raise CodecError(f"expected a list, got {type(v).__name__}")
-        args = typing.get_args(tp)
-        if origin is tuple and args and args[-1] is not Ellipsis:
+    return union
+
+
+def _sequence(tp: Any, origin: Any) -> Callable[[Any], Any]:
+    args = typing.get_args(tp)
+    if origin is tuple and args and args[-1] is not Ellipsis:
+        def fixed(v: Any) -> Any:
+            if not isinstance(v, list):
+                raise CodecError(f"expected a list, got {type(v).__name__}")
             if len(args) != len(v):
                 raise CodecError(f"expected {len(args)} items, got {len(v)}")
             return tuple(from_plain(a, x) for a, x in zip(args, v, strict=True))
-        item = args[0] if args else Any
-        items = [from_plain(item, x) for x in v]
-        return tuple(items) if origin is tuple else items
-    if origin is dict:
+        return fixed
+    item = args[0] if args else Any
+    make = tuple if origin is tuple else list
+
+    def sequence(v: Any) -> Any:
+        if not isinstance(v, list):
+            raise CodecError(f"expected a list, got {type(v).__name__}")
+        return make([from_plain(item, x) for x in v])
+    return sequence
+
+
+def _dataclass(tp: type) -> Callable[[Any], Any]:
+    hints = typing.get_type_hints(tp)
+    fields = [(f.name, hints[f.name], f.default is dataclasses.MISSING
+               and f.default_factory is dataclasses.MISSING) for f in dataclasses.fields(tp)]
+
+    def dataclass(v: Any) -> Any:
         if not isinstance(v, dict):
-            raise CodecError(f"expected an object, got {type(v).__name__}")
-        _k, val = typing.get_args(tp) or (str, Any)
-        return {str(k): from_plain(val, x) for k, x in v.items()}
-    if isinstance(tp, type):
-        if dataclasses.is_dataclass(tp):
-            if not isinstance(v, dict):
-                raise CodecError(f"expected a {tp.__name__}, got {type(v).__name__}")
-            hints = _hints(tp)
-            kwargs = {}
-            for f in dataclasses.fields(tp):
-                if f.name in v:
-                    kwargs[f.name] = from_plain(hints[f.name], v[f.name])
-                elif (f.default is dataclasses.MISSING
-                      and f.default_factory is dataclasses.MISSING):
-                    raise CodecError(f"a {tp.__name__} without its {f.name}")
-            return tp(**kwargs)
-        if issubclass(tp, Enum):
-            try:
-                return tp(v)
-            except ValueError:
-                raise CodecError(f"{v!r} is not a {tp.__name__}") from None
+            raise CodecError(f"expected a {tp.__name__}, got {type(v).__name__}")
+        kwargs = {}
+        for name, hint, required in fields:
+            if name in v:
+                kwargs[name] = from_plain(hint, v[name])
+            elif required:
+                raise CodecError(f"a {tp.__name__} without its {name}")
+        return tp(**kwargs)
+    return dataclass
+
+
+def _enum(tp: type[Enum]) -> Callable[[Any], Any]:
+    def enum(v: Any) -> Any:
+        try:
+            return tp(v)
+        except ValueError:
+            raise CodecError(f"{v!r} is not a {tp.__name__}") from None
+    return enum
+
+
+def _scalar(tp: type) -> Callable[[Any], Any]:
+    def scalar(v: Any) -> Any:
         if tp is float and type(v) in (int, float):
             return float(v)
         if tp is Path and isinstance(v, str):
@@ -126,4 +187,4 @@ def from_plain(tp: Any, v: Any) -> Any:
         if tp in (str, int, bool) and type(v) is tp:
             return v
         raise CodecError(f"expected {tp.__name__}, got {type(v).__name__}")
-    raise CodecError(f"cannot read a {tp}")
+    return scalar
