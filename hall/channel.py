@@ -356,7 +356,7 @@ class ChannelService:
             listener(latest)
 
     def _to_hub(self, latest: Latest) -> None:
-        self.hub.publish(latest.state, public_view(latest.state))
+        self.hub.publish(latest.state, lambda: public_view(latest.state))
 
     # ------------------------------------------------------------------ the port (hall.seam)
     async def apply(self, item: Item) -> ChannelState:

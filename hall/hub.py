@@ -182,21 +182,31 @@ class Hub:
         if c.task is not None and not c.task.done():
             c.task.cancel()
 
-    def publish(self, operator_view: OperatorView, public_view: PublicView) -> None:
-        """A state to every client: each audience's made into JSON once (hall.wire)."""
-        texts = {
-            True: _dumps(state_message(operator_view)),
-            False: _dumps(state_message(public_view)),
-        }
-        frames: dict[bool, bytes] = {}
+    def publish(self, operator_view: OperatorView,
+                public_view: Callable[[], PublicView]) -> None:
+        """A state to every client: each audience's made into JSON once (hall.wire), and only
+        if the audience has a client here (a process of a cluster serves every room's state,
+        most with no one on this process)."""
         self.published.append((operator_view.seq, time.monotonic()))
+        if not self.clients:
+            return
+        texts: dict[bool, str] = {}
+
+        def text(operator: bool) -> str:
+            t = texts.get(operator)
+            if t is None:
+                view = operator_view if operator else public_view()
+                t = texts[operator] = _dumps(state_message(view))
+            return t
+
+        frames: dict[bool, bytes] = {}
         now = time.perf_counter()
         lags = self.lags
         for c in list(self.clients):
             if c.transport is not None:
                 frame = frames.get(c.operator)
                 if frame is None:
-                    frame = frames[c.operator] = text_frame(texts[c.operator])
+                    frame = frames[c.operator] = text_frame(text(c.operator))
                 if self._write(c, frame):
                     lags.append(time.perf_counter() - now)
                 continue
@@ -206,7 +216,7 @@ class Hub:
                 self._drop(c, "stalled: a write has waited too long")
                 continue
             try:
-                c.queue.put_nowait((texts[c.operator], now))
+                c.queue.put_nowait((text(c.operator), now))
             except asyncio.QueueFull:
                 self._drop(c, "too slow: the state queue is full")
 

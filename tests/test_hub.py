@@ -79,7 +79,8 @@ async def test_every_client_gets_the_same_bytes_and_a_stopped_reader_is_dropped(
     hub.add(send, close, operator=True, transport=op)  # type: ignore[arg-type]
     pad = "p" * (FLOW_HIGH_WATER // 4)  # 4 states fill the flow-control allowance
     for seq in range(12):
-        hub.publish(*views(seq, pad))
+        op_view, pub = views(seq, pad)
+        hub.publish(op_view, lambda pub=pub: pub)  # type: ignore[misc]
     await asyncio.sleep(0)
     got = frames(reading.data)
     assert len(got) == 12 and all('"pin"' not in m for m in got)
@@ -92,3 +93,32 @@ async def test_every_client_gets_the_same_bytes_and_a_stopped_reader_is_dropped(
         while not stalled.aborted:
             await asyncio.sleep(0.01)
     assert closed == [1013] and stalled.aborted
+
+
+def test_an_audience_with_no_client_here_costs_nothing():
+    """A cluster's process gets every room's states: one with no viewer here makes no public
+    view and no JSON (the fan-out's CPU grew with the processes)."""
+    hub = Hub()
+    made: list[int] = []
+
+    def public() -> PublicView:
+        made.append(1)
+        return views(1, "")[1]
+
+    op_view = views(1, "")[0]
+    hub.publish(op_view, public)
+    assert made == [] and hub.published[-1][0] == 1
+    operator = FakeTransport()
+    hub.add(_never, _never, operator=True, transport=operator)  # type: ignore[arg-type]
+    hub.publish(op_view, public)
+    assert made == [] and len(frames(operator.data)) == 1
+    viewers = [FakeTransport() for _ in range(3)]
+    for v in viewers:
+        hub.add(_never, _never, operator=False, transport=v)  # type: ignore[arg-type]
+    hub.publish(op_view, public)
+    assert made == [1]  # once for every viewer
+    assert all(frames(v.data) == frames(viewers[0].data) for v in viewers)
+
+
+async def _never(*_a: object) -> None:
+    raise AssertionError("the direct path never sends through ASGI")
