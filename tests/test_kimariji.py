@@ -58,3 +58,22 @@ def test_a_colour_deck_shortens_the_kimariji():
 def test_a_card_not_on_the_mats_is_refused():
     with pytest.raises(ValueError, match="poem 5 is not among"):
         kimariji(5, [1, 2])
+
+
+def test_a_hundred_card_match_agrees_with_brute_force_as_cards_leave():
+    """The mats kept sorted as cards leave them give what sorting them again would (the
+    hundred, read in a shuffled order, and a card read twice)."""
+    deck = Deck.build(colors=[c.value for c in Color], seed=99)
+    assert len(deck.poems) == 100
+    order = list(deck.order)
+    for k in (1, 2, 37, 38, 99, 100):
+        read = [*order[:k], order[0]]  # read again: already off the mats
+        t = teaching(deck.poems, read)
+        left = set(deck.poems) - set(read)
+        assert [c.kimariji for c in t.left] == [brute(n, left) for n in sorted(left)]
+        assert [c.before for c in t.left] == [brute(n, left) for n in sorted(left)]
+        t = teaching(deck.poems, order[:k])
+        assert [c.before for c in t.left] == [brute(n, left | {order[k - 1]})
+                                              for n in sorted(left)]
+        for i, c in enumerate(t.read):
+            assert c.kimariji == brute(c.poem, set(deck.poems) - set(order[:i]))
