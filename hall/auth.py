@@ -11,7 +11,6 @@ import hmac
 import ipaddress
 import json
 import logging
-import os
 import secrets
 import time
 from collections import OrderedDict, deque
@@ -20,6 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime as _datetime
 from enum import StrEnum
 from pathlib import Path
+
+from hall.jsonlines import append_line, rewrite_lines
 
 log = logging.getLogger("yomite.auth")
 
@@ -187,31 +188,11 @@ class Auth:
 
     def _rewrite(self) -> None:
         assert self._store is not None
-        self._store.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self._store.with_suffix(".tmp")
-        tmp.write_text("".join(json.dumps(self._row(r), ensure_ascii=False) + "\n"
-                               for r in self._by_id.values()), "utf-8")
-        os.replace(tmp, self._store)
+        rewrite_lines(self._store, (self._row(r) for r in self._by_id.values()))
 
     def _append(self, row: dict[str, object]) -> None:
-        if self._store is None:
-            return
-        self._store.parent.mkdir(parents=True, exist_ok=True)
-        data = (json.dumps(row, ensure_ascii=False) + "\n").encode()
-        fd = os.open(self._store, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            size = os.fstat(fd).st_size
-            try:
-                done = 0
-                while done < len(data):
-                    done += os.write(fd, data[done:])
-                os.fsync(fd)
-            except OSError:
-                with contextlib.suppress(OSError):
-                    os.ftruncate(fd, size)  # never half a line
-                raise
-        finally:
-            os.close(fd)
+        if self._store is not None:
+            append_line(self._store, row)
 
     def _add(self, ref: Referee) -> None:
         self._referees[ref.token_digest] = ref

@@ -10,13 +10,13 @@ changes.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
+
+from hall.jsonlines import append_line, rewrite_lines
 
 log = logging.getLogger("yomite.rooms")
 
@@ -74,28 +74,10 @@ class FileBucket:
             del self._items[key]
 
     def _rewrite(self) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text("".join(json.dumps({"k": k, "v": v}, ensure_ascii=False) + "\n"
-                               for k, v in self._items.items()), "utf-8")
-        os.replace(tmp, self.path)
+        rewrite_lines(self.path, ({"k": k, "v": v} for k, v in self._items.items()))
 
     def _append(self, row: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = (json.dumps(row, ensure_ascii=False) + "\n").encode()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            size = os.fstat(fd).st_size
-            try:
-                done = 0
-                while done < len(data):
-                    done += os.write(fd, data[done:])
-                os.fsync(fd)
-            except OSError:
-                with contextlib.suppress(OSError):
-                    os.ftruncate(fd, size)  # never half a line
-                raise
-        finally:
-            os.close(fd)
+        append_line(self.path, row)
 
 
 @dataclass(frozen=True, slots=True)
