@@ -11,6 +11,7 @@ published states.
 from __future__ import annotations
 
 import json
+import typing
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,22 +28,12 @@ from reader.errors import (
     ReaderError,
     TooManyCards,
 )
-from reader.events import (
-    Abort,
-    Bow,
-    ClearHolds,
-    Close,
-    ExtraCard,
-    Hold,
-    ReadAgain,
-    Release,
-    Skip,
-    Start,
-)
+from reader.events import Event, Tick
 
-ITEMS: dict[str, type] = {t.__name__: t for t in (
-    PrepareMatch, Bow, Start, Hold, Release, ClearHolds, ExtraCard, ReadAgain, Skip, Close,
-    Abort)}
+# what may be asked of a channel's owner: a new match, and every event of the reader but the
+# passing of time (the owner's own)
+ITEMS: dict[str, type] = {t.__name__: t for t in (PrepareMatch, *typing.get_args(Event))
+                          if t is not Tick}
 # what the owner may raise, rebuilt here as the same class (its message and attributes)
 ERRORS: dict[str, type[Exception]] = {t.__name__: t for t in (
     ReaderError, IllegalMove, BadDeck, TooManyCards, ConfigError, JournalError, ChannelFault,

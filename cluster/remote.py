@@ -159,7 +159,7 @@ class RemoteRuntime:
 
     @property
     def at_rest(self) -> bool:
-        return True  # nothing is read here
+        return True  # read by its owner: nothing of it here can be late (hall.seam)
 
     @property
     def match_clock(self) -> Clock:

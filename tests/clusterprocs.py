@@ -2,6 +2,8 @@
 `yomite serve --bus` processes on loopback, each with its own journal folder and the same
 config; how a test asks them who owns what, and what state a channel is in."""
 
+import asyncio
+import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -18,10 +20,11 @@ TOKEN = "cluster-tests-operator-token-0123456789abc"
 TTL = 2.0
 
 
-def config(url: str, prefix: str, channels: tuple[str, ...], ttl: float = TTL) -> dict[str, Any]:
+def config(url: str, prefix: str, channels: tuple[str, ...], ttl: float = TTL,
+           match: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
-        "match": {"memorise_s": 1, "cards": 4, "prelude": {"enabled": False},
-                  "gaps": {"between_verses_s": 0.5, "between_cards_s": 0.5}},
+        "match": match or {"memorise_s": 1, "cards": 4, "prelude": {"enabled": False},
+                           "gaps": {"between_verses_s": 0.5, "between_cards_s": 0.5}},
         "voice": {"engine": "estimate", "speed": 1.0},
         "audio": {"output": "null"},
         "server": {"channels": [{"name": c} for c in channels]},
@@ -31,11 +34,12 @@ def config(url: str, prefix: str, channels: tuple[str, ...], ttl: float = TTL) -
 
 class Cluster:
     def __init__(self, tmp: Path, broker: Broker, n: int, channels: tuple[str, ...],
-                 ttl: float = TTL) -> None:
+                 ttl: float = TTL, match: dict[str, Any] | None = None) -> None:
         self.broker = broker
         self.prefix = f"t{os.getpid()}{int(time.monotonic() * 1000) % 100000}"
-        self.servers = [Server(_mk(tmp / f"p{i}"), config(broker.url, self.prefix, channels, ttl),
-                               TOKEN) for i in range(n)]
+        self.servers = [Server(_mk(tmp / f"p{i}"),
+                               config(broker.url, self.prefix, channels, ttl, match), TOKEN)
+                        for i in range(n)]
 
     def start(self) -> "Cluster":
         for s in self.servers:
@@ -122,6 +126,38 @@ def start_match(s: Server, ch: str) -> None:
     assert r.status_code == 200, r.text
     r = call(s, "POST", f"/api/channels/{ch}/match/start")
     assert r.status_code == 200, r.text
+
+
+def start_reading(through: Server, owner: Server, ch: str) -> None:
+    """A match prepared and started through `through`, until `owner` reads its first verse."""
+    start_match(through, ch)
+    wait_for(lambda: reading_a_verse(owner, ch), 30, "a verse being read")
+
+
+def journal_lines(url: str, prefix: str, ch: str) -> list[dict[str, Any]]:
+    """Every line the broker's stream holds for the channel (what a new owner replays)."""
+    import nats
+
+    async def read() -> list[dict[str, Any]]:
+        nc = await nats.connect(url)
+        try:
+            js = nc.jetstream()
+            sub = await js.pull_subscribe(f"{prefix}.journal.{ch}",
+                                          stream=f"{prefix.upper()}_JOURNAL")
+            out: list[dict[str, Any]] = []
+            while True:
+                try:
+                    msgs = await sub.fetch(200, timeout=1)
+                except Exception:  # nats' TimeoutError: none left
+                    break
+                for m in msgs:
+                    out.append(json.loads(m.data)["line"])
+                    await m.ack()
+            return out
+        finally:
+            await nc.close()
+
+    return asyncio.run(read())
 
 
 @pytest.fixture(name="broker")

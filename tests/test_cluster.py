@@ -9,7 +9,6 @@ paused and by whom, and that every hold a client was answered for is in the brok
 Times are printed (the figures are bench/cluster.py's), never asserted.
 """
 
-import asyncio
 import json
 import signal
 import time
@@ -25,39 +24,15 @@ from tests.clusterprocs import (  # noqa: F401 (broker_fixture: the fixture `bro
     call,
     hold,
     holders,
+    journal_lines,
     reading_a_verse,
     release,
     start_match,
+    start_reading,
     state,
     wait_for,
 )
 from tests.natsbroker import Broker
-
-
-def journal_lines(url: str, prefix: str, ch: str) -> list[dict[str, Any]]:
-    """Every line the broker's stream holds for the channel (what a new owner replays)."""
-    import nats
-
-    async def read() -> list[dict[str, Any]]:
-        nc = await nats.connect(url)
-        try:
-            js = nc.jetstream()
-            sub = await js.pull_subscribe(f"{prefix}.journal.{ch}",
-                                          stream=f"{prefix.upper()}_JOURNAL")
-            out: list[dict[str, Any]] = []
-            while True:
-                try:
-                    msgs = await sub.fetch(200, timeout=1)
-                except Exception:  # nats' TimeoutError: none left
-                    break
-                for m in msgs:
-                    out.append(json.loads(m.data)["line"])
-                    await m.ack()
-            return out
-        finally:
-            await nc.close()
-
-    return asyncio.run(read())
 
 
 def held_in(lines: list[dict[str, Any]], referee: str) -> bool:
@@ -77,8 +52,7 @@ def test_a_hold_sent_to_one_process_stops_a_channel_owned_by_another(
         owner = c.owner("main")
         other = c.others(owner)[0]
         assert "main" not in c.describe(other)["owned"]
-        start_match(other, "main")  # prepared and started through the other process
-        wait_for(lambda: reading_a_verse(owner, "main"), 30, "a verse being read")
+        start_reading(other, owner, "main")  # prepared and started through the other process
         t0 = time.perf_counter()
         r = hold(other, "main", "ref-a")
         took = time.perf_counter() - t0
@@ -117,8 +91,7 @@ def test_an_owner_killed_mid_verse_is_replaced_paused_with_every_acknowledged_ho
     try:
         owner = c.owner("main")
         a, b = c.others(owner)
-        start_match(a, "main")
-        wait_for(lambda: reading_a_verse(owner, "main"), 30, "a verse being read")
+        start_reading(a, owner, "main")
         acked = []
         for i, via in enumerate((a, b, owner, a)):
             rid = f"ack-{i}"
@@ -170,8 +143,7 @@ def test_a_frozen_owner_stops_reading_once_another_took_its_channel(
     try:
         owner = c.owner("main")
         other = c.others(owner)[0]
-        start_match(other, "main")
-        wait_for(lambda: reading_a_verse(owner, "main"), 30, "a verse being read")
+        start_reading(other, owner, "main")
         assert owner.proc is not None
         owner.proc.send_signal(signal.SIGSTOP)
         try:
@@ -204,8 +176,7 @@ def test_a_broker_killed_and_started_again_is_survived(tmp_path: Path, broker: B
     try:
         owner = c.owner("main")
         other = c.others(owner)[0]
-        start_match(other, "main")
-        wait_for(lambda: reading_a_verse(owner, "main"), 30, "a verse being read")
+        start_reading(other, owner, "main")
         assert hold(other, "main", "before").status_code == 200
         assert release(other, "main", "before").status_code == 200
         broker.kill()
@@ -266,8 +237,7 @@ def test_a_referee_joined_through_one_process_is_known_to_every_process(
             return r.status_code == 200 and r.json().get("role") == "referee"
         wait_for(known_at_b, 10, "the referee known to the other process")
         owner = c.owner("main")
-        start_match(a, "main")
-        wait_for(lambda: reading_a_verse(owner, "main"), 30, "a verse being read")
+        start_reading(a, owner, "main")
         # its own hand, raised through the other process with its own token
         r = httpx2.put(f"{b.base}/api/channels/main/holds/{rid}", headers=mine, timeout=10)
         assert r.status_code == 200, r.text
