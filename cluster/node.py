@@ -22,6 +22,7 @@ from typing import Any
 from nats.js.errors import KeyNotFoundError
 
 from cluster.bus import Bus
+from cluster.drain import note_handover, pause_at_card_end, resume_handed_over
 from cluster.journalstream import JournalStream
 from cluster.lease import Lease
 from cluster.messages import Output
@@ -56,6 +57,7 @@ class ClusterNode:
         self.remotes: dict[str, RemoteRuntime] = {}
         self._orphaned: dict[str, int] = {}
         self._nodes = 1
+        self._draining = False  # stopping: renews its leases, takes nothing
         self._task: asyncio.Task[None] | None = None
         self._fencing: set[asyncio.Task[None]] = set()
         self._renewed_at = 0.0
@@ -87,6 +89,24 @@ class ClusterNode:
             with contextlib.suppress(Exception):
                 await self._released_sub.unsubscribe()
         await self.mirror.stop()
+
+    async def drain(self, timeout_s: float) -> None:
+        """Hand the matches read here over at a card's end (cluster.drain), if another
+        process is alive to take them; then `stop` gives the leases back."""
+        if timeout_s <= 0 or not self.owned or self._nodes < 2:
+            return
+        self._draining = True
+        owned = list(self.owned)
+        log.info("cluster: draining %d channels (at most %.0f s)", len(owned), timeout_s)
+        results = await asyncio.gather(
+            *(pause_at_card_end(self.hall.channels[name], timeout_s) for name in owned),
+            return_exceptions=True)
+        for name, r in zip(owned, results, strict=True):
+            if isinstance(r, BaseException):
+                log.warning("channel %s: not paused for its handover: %s", name, r)
+            elif r and name in self.owned:
+                with contextlib.suppress(Exception):
+                    await note_handover(self.bus.shared, name)
 
     async def _run(self) -> None:
         # the first rounds only say this process is alive: it hears the others before it
@@ -143,6 +163,8 @@ class ClusterNode:
         if not take:
             return
         await self._renew_owned()
+        if self._draining:
+            return
         loop = asyncio.get_running_loop()
         share = math.ceil(len(self.hall.channels) / self._nodes)
         if len(self.owned) > share:
@@ -239,6 +261,10 @@ class ClusterNode:
         await link.start()
         self.owned[name] = (link, stream)
         log.info("channel %s: owned here (epoch %d)", name, lease.revision)
+        try:
+            await resume_handed_over(self.bus.shared, svc)
+        except Exception as e:  # stays paused by @recovered: the operator resumes it
+            log.warning("channel %s: a handover not resumed: %s", name, e)
 
     def _fenced(self, name: str) -> None:
         """Another process wrote the channel's journal: this one lost it (frozen, cut off)

@@ -59,6 +59,7 @@ def joined(config: Config, url: str, node: str, advertise: str | None = None
             await rotations.start()
             await member.start()
             yield member
+            await member.drain(config.cluster.drain_s)  # a stop asked for, not a failure
         finally:
             await member.stop()
             await rotations.stop()

@@ -247,6 +247,9 @@ class ClusterConfig(Frozen):
     # an origin by them. Default: http://<the bound address>:<port>, or, bound to 0.0.0.0 /
     # ::, the default route's address (127.0.0.1 without one)
     advertise: str | None = Field(None, pattern=r"^https?://[^\s/?#@]+/?$", max_length=256)
+    # a process stopping while others are alive hands each match it reads over at a card's end,
+    # waiting at most this long for it (0: at once, recovered paused by the next, as a crash)
+    drain_s: float = Field(60.0, ge=0, le=600)
 
 
 class Config(Frozen):

@@ -16,6 +16,9 @@ RECOVERED = "@recovered"  # the server restarted from the journal: paused until 
 OPERATOR = "@operator"  # the operator paused from the console
 FAULT = "@fault"  # something unforeseen failed (a voice that cannot say a clip): paused, with why
 JOURNAL = "@journal"  # the journal cannot be written: paused until it can and the operator resumes
+# a cluster's process stopping for an upgrade paused the match between two cards; the process
+# that takes the channel lowers it at once (cluster.drain)
+HANDOVER = "@handover"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,108 @@
+"""Draining a process for an upgrade: each match it reads is handed over at a card's end.
+
+A process that stops on its own (SIGTERM or Ctrl-C: `yomite serve --bus` exiting) while other
+processes are alive first waits, for each channel it owns that is being read, for the silence
+between two cards (`gap_between_cards`, at its middle: the last sound has died away) and raises
+`@handover` there, so the match stops where nothing is cut; a channel paused or at rest is
+handed over at once. It then notes the handover in the shared bucket (`handover.<channel>`:
+its wall-clock time) and gives its leases back. The process that takes such a channel within
+`HANDOVER_FRESH_S` of the note lowers `@handover` and `@recovered` itself: the reading goes on
+after the lead-in, the players hear one longer silence between two cards. A channel taken
+later (no process took it, the service was stopped whole) is recovered paused as after a
+crash: nobody may be there any more.
+
+`cluster.drain_s` bounds the wait for a card's end (a card is read in 15-25 s; memorising
+lasts its configured time): past it, the channel is handed over where it is (`@handover` cuts
+the verse, read again by the next process as after any hold).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from nats.js.errors import KeyNotFoundError
+from nats.js.kv import KeyValue
+
+from hall.channel import ChannelService
+from hall.reading import ENDED
+from reader.events import HANDOVER, RECOVERED, Hold, Release
+
+log = logging.getLogger("yomite.cluster")
+
+HANDOVER_FRESH_S = 60.0  # a note older than this is a service stopped whole, not a handover
+CARD_END = "gap_between_cards"
+
+
+def _key(channel: str) -> str:
+    return f"handover.{channel}"
+
+
+async def pause_at_card_end(svc: ChannelService, timeout_s: float) -> bool:
+    """Wait until `svc`'s match is between two cards (or paused, or not being read), then raise
+    `@handover` in it unless it is at rest. True if the hand was raised."""
+    changed = asyncio.Event()
+    unsubscribe = svc.subscribe(lambda _latest: changed.set())
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    try:
+        while True:
+            rt = svc.runtime
+            m = svc.latest().state.state.match
+            if rt is None or m is None or m.snapshot.phase in ENDED:
+                return False
+            s = m.snapshot
+            seg = s.segment
+            if s.paused or loop.time() >= deadline:
+                break
+            if seg is not None and seg.label == CARD_END and seg.ends_s is not None:
+                middle = seg.started_s + (seg.ends_s - seg.started_s) / 2
+                wait = middle - rt.match_clock.now()
+                if wait > 0:
+                    await asyncio.sleep(min(wait, max(0.0, deadline - loop.time())))
+                    now = svc.latest().state.state.match
+                    if now is None or now.snapshot.segment != seg or now.snapshot.paused:
+                        continue  # it moved on meanwhile (a hand, a skip): look again
+                break
+            changed.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(0.0, deadline - loop.time())):
+                    await changed.wait()
+        await svc.apply(Hold(HANDOVER, "handed over to another process"))
+        return True
+    finally:
+        unsubscribe()
+
+
+async def note_handover(shared: KeyValue, channel: str) -> None:
+    """Tell the process that takes `channel` next that this was a handover (before the lease
+    is given back)."""
+    await shared.put(_key(channel), f"{time.time():.3f}".encode())
+
+
+async def resume_handed_over(shared: KeyValue, svc: ChannelService) -> bool:
+    """Just taken: if the channel was handed over moments ago, lower `@handover` and
+    `@recovered` (the reading goes on); the note is removed either way. True if resumed."""
+    try:
+        entry = await shared.get(_key(svc.name))
+    except KeyNotFoundError:
+        return False
+    with contextlib.suppress(Exception):
+        await shared.delete(_key(svc.name))
+    try:
+        at = float((entry.value or b"").decode())
+    except ValueError:
+        return False
+    if not 0 <= time.time() - at <= HANDOVER_FRESH_S:
+        log.info("channel %s: handed over %.0f s ago: recovered paused", svc.name,
+                 time.time() - at)
+        return False
+    m = svc.latest().state.state.match
+    if m is None or HANDOVER not in {h.referee for h in m.snapshot.holds}:
+        return False
+    await svc.apply(Release(HANDOVER))
+    await svc.apply(Release(RECOVERED))
+    log.info("channel %s: handed over by a draining process: reading on", svc.name)
+    return True
