@@ -14,9 +14,12 @@ The policy:
 - instead, every `period_s`, if every channel is at rest (no match, or one that is ready,
   finished, closed or aborted) a full collection runs, then the survivors are frozen: the next
   one walks only what was made after it;
-- a match that runs for a long time is never interrupted, unless the objects waiting for a full
-  collection pass `pending_limit` (a bound on the memory a busy day can hold back; a match makes
-  a few thousand).
+- a match that runs for a long time is never interrupted, unless the memory blocks allocated
+  since the last full collection pass `pending_limit` (a bound on the memory a busy day can
+  hold back; a match makes a few thousand). Counted by the allocator (`sys.getallocatedblocks`,
+  0.3 ms for 1.5 million blocks), never by listing generation 2 (`gc.get_objects(2)`: 19 ms for
+  600,000 objects, on the loop every period and every health read: a process of a cluster
+  with 2,500 sockets held its rooms' states that long).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -47,6 +51,7 @@ class GcPolicy:
         self.max_ms = 0.0
         self._task: asyncio.Task[None] | None = None
         self._thresholds = gc.get_threshold()
+        self._blocks = 0  # the allocator's blocks after the last full collection
 
     def start(self) -> None:
         """Collect and freeze what start-up made, and take over generation 2."""
@@ -68,6 +73,7 @@ class GcPolicy:
         t = time.perf_counter()
         gc.collect()
         gc.freeze()
+        self._blocks = sys.getallocatedblocks()
         ms = (time.perf_counter() - t) * 1000
         self.collections += 1
         self.last_ms = ms
@@ -80,15 +86,20 @@ class GcPolicy:
             try:
                 if self.at_rest():
                     self.collect()
-                elif len(gc.get_objects(2)) > self.pending_limit:
+                elif (pending := self.pending()) > self.pending_limit:
                     self.forced += 1
                     ms = self.collect()
-                    log.warning("full garbage collection during a match (%d objects waiting): "
-                                "%.0f ms", self.pending_limit, ms)
+                    log.warning("full garbage collection during a match (%d blocks allocated "
+                                "since the last): %.0f ms", pending, ms)
             except Exception:  # never a reason to stop the policy (and so the server)
                 log.exception("garbage collection policy")
+
+    def pending(self) -> int:
+        """Memory blocks allocated since the last full collection (what it would walk, roughly:
+        an object is one block or a few)."""
+        return max(0, sys.getallocatedblocks() - self._blocks)
 
     def report(self) -> dict[str, Any]:
         return {"full_collections": self.collections, "forced_during_match": self.forced,
                 "last_ms": self.last_ms, "max_ms": self.max_ms,
-                "waiting": len(gc.get_objects(2)), "frozen": gc.get_freeze_count()}
+                "waiting": self.pending(), "frozen": gc.get_freeze_count()}
