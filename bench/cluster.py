@@ -221,14 +221,22 @@ def fanout(c: Cluster, listeners: int, holds: int, procs: int, tag: str) -> dict
     published = {rid: pubs[sent[rid][0]].get(min(seqs)) for rid, seqs in owner_seq.items()}
     pub_lat: list[float] = []
     req_lat: list[float] = []
+    # where the tail is: the owner's own listeners against the others', and each hold's
+    # slowest receipt on each process
+    at_owner: list[float] = []
+    by_hold: dict[str, dict[int, float]] = defaultdict(dict)
     no_pub = 0
-    for rid, t, _seq, _room, _node in arrivals:
+    for rid, t, _seq, room, node in arrivals:
         req_lat.append(t - sent[rid][1])
         tp = published.get(rid)
         if tp is None:
             no_pub += 1
         else:
             pub_lat.append(t - tp)
+            if node == owners[room]:
+                at_owner.append(t - tp)
+            by_hold[rid][node] = max(by_hold[rid].get(node, 0.0), (t - tp) * 1000)
+    worst = sorted(by_hold.items(), key=lambda kv: -max(kv[1].values()))[:3]
     ticks = 100  # USER_HZ
     window_s = (total1 - total0) / ticks / max(1, len(_cpus()))
     return {
@@ -240,6 +248,9 @@ def fanout(c: Cluster, listeners: int, holds: int, procs: int, tag: str) -> dict
         "holds": holds, "refused": len(refused), "first_refused": refused[:1],
         "expected": sum(per_room[sent[rid][0]] for rid in sent),
         "pub": summary(pub_lat), "req": summary(req_lat), "no_pub": no_pub,
+        "pub_at_owner": summary(at_owner),
+        "worst_holds": [{"hold": rid, "room": sent[rid][0], "owner": owners[sent[rid][0]],
+                         "max_ms_by_process": dict(sorted(m.items()))} for rid, m in worst],
         "owner_seq_disagree": sum(len(v) > 1 for v in owner_seq.values()),
         "pub_lat": pub_lat,
         "gaps": sum(r["gaps"] for r in results),
@@ -493,7 +504,13 @@ def run_cluster(tmp: Path, n: int, a: argparse.Namespace) -> dict[str, Any]:
         out["broker_rss_listeners"] = c.broker_rss()
         f = out["fanout"]
         print(f"  {f['connected']} listeners in {f['connect_s']:.1f} s; published -> received "
-              f"p50 {f['pub']['p50']:.1f} p99 {f['pub']['p99']:.1f} ms", flush=True)
+              f"p50 {f['pub']['p50']:.1f} p99 {f['pub']['p99']:.1f} ms (the owner's own "
+              f"listeners p99 {f['pub_at_owner']['p99']:.1f} ms)", flush=True)
+        for w in f["worst_holds"]:
+            by = ", ".join(f"p{k}{'*' if k == w['owner'] else ''} {v:.0f}"
+                           for k, v in w["max_ms_by_process"].items())
+            print(f"    slowest hold {w['hold']} ({w['room']}), its last receipt on each "
+                  f"process (* the owner), ms: {by}", flush=True)
         time.sleep(1.0)
         out["referee"] = asyncio.run(referee_holds(c, a.referee_holds))
         r = out["referee"]["lat"]
