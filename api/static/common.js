@@ -524,7 +524,7 @@
   // yomite's own holds (reader/events.py), said in the page's language: the name the server
   // gives them is English ("recovered after a restart", "audio device: …")
   const SYSTEM_HOLDS = { "@recovered": "hold_recovered", "@audio": "hold_audio",
-    "@fault": "hold_fault", "@journal": "hold_journal" };
+    "@fault": "hold_fault", "@journal": "hold_journal", "@handover": "hold_handover" };
 
   function holderName(h) {
     if (h.referee === "@operator" && (!h.name || h.name === "operator")) return t("operator_name");
