@@ -111,6 +111,27 @@ def test_the_rate_is_set_again_when_something_else_changed_espeaks(
     assert x.size == pytest.approx(rendered[clip.key].size, rel=0.03)
 
 
+def test_a_render_never_cancels_espeaks_queue_which_takes_settings_back(
+    rendered: dict[str, Pcm], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # espeak_Cancel empties espeak-ng's command queue and sets every parameter back to its
+    # previous value; pyttsx3's runAndWait called it whenever the queue was busy (often: with
+    # the settings it had just queued). The busy queue is made certain here; a cancel is counted.
+    from pyttsx3.drivers import _espeak  # type: ignore[import-untyped]
+
+    cancels: list[int] = []
+    monkeypatch.setattr(_espeak, "IsPlaying", lambda: 1)
+    monkeypatch.setattr(_espeak, "Cancel", lambda: cancels.append(1))
+    with espeak._ENGINE_LOCK:
+        _espeak.SetParameter(_espeak.RATE, 230, 0)  # so that the voice sets its rate again
+    assert settled_rate(230) == 230
+    clip = VERSES[5]
+    x = default_voice().render(clip)
+    assert cancels == []
+    assert real_rate() == BASE_WPM
+    assert x.size == pytest.approx(rendered[clip.key].size, rel=0.03)
+
+
 def test_speed_scales_a_verse_linearly(rendered: dict[str, Pcm]) -> None:
     clip = VERSES[10]
     slow = Pyttsx3Voice(RATE, 0.8, CFG.pitch, CFG.phrase_pause_s, CFG.loudness_lufs)
