@@ -28,6 +28,7 @@ from nats.js.kv import KeyValue
 
 from hall.channel import ChannelService
 from hall.reading import ENDED
+from hall.states import MatchState
 from reader.events import HANDOVER, RECOVERED, Hold, Release
 
 log = logging.getLogger("yomite.cluster")
@@ -40,6 +41,12 @@ def _key(channel: str) -> str:
     return f"handover.{channel}"
 
 
+def _match(svc: ChannelService) -> MatchState | None:
+    """The match `svc` reads now (its runtime's state: not a whole operator view)."""
+    rt = svc.runtime
+    return None if rt is None else rt.state().match
+
+
 async def pause_at_card_end(svc: ChannelService, timeout_s: float) -> bool:
     """Wait until `svc`'s match is between two cards (or paused, or not being read), then raise
     `@handover` in it unless it is at rest. True if the hand was raised."""
@@ -50,7 +57,7 @@ async def pause_at_card_end(svc: ChannelService, timeout_s: float) -> bool:
     try:
         while True:
             rt = svc.runtime
-            m = svc.latest().state.state.match
+            m = _match(svc)
             if rt is None or m is None or m.snapshot.phase in ENDED:
                 return False
             s = m.snapshot
@@ -62,7 +69,7 @@ async def pause_at_card_end(svc: ChannelService, timeout_s: float) -> bool:
                 wait = middle - rt.match_clock.now()
                 if wait > 0:
                     await asyncio.sleep(min(wait, max(0.0, deadline - loop.time())))
-                    now = svc.latest().state.state.match
+                    now = _match(svc)
                     if now is None or now.snapshot.segment != seg or now.snapshot.paused:
                         continue  # it moved on meanwhile (a hand, a skip): look again
                 break
@@ -99,7 +106,7 @@ async def resume_handed_over(shared: KeyValue, svc: ChannelService) -> bool:
         log.info("channel %s: handed over %.0f s ago: recovered paused", svc.name,
                  time.time() - at)
         return False
-    m = svc.latest().state.state.match
+    m = _match(svc)
     if m is None or HANDOVER not in {h.referee for h in m.snapshot.holds}:
         return False
     await svc.apply(Release(HANDOVER))
