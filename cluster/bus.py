@@ -44,6 +44,12 @@ class Subjects:
     def state(self, channel: str) -> str:
         return f"{self.prefix}.state.{channel}"
 
+    def schedule(self, channel: str) -> str:  # the owner's speaker schedules, as published
+        return f"{self.prefix}.schedule.{channel}"
+
+    def speakers(self, channel: str) -> str:  # requests about them: the latest, sync, a clip
+        return f"{self.prefix}.speakers.{channel}"
+
     def journal(self, channel: str) -> str:
         return f"{self.prefix}.journal.{channel}"
 

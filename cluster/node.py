@@ -30,6 +30,7 @@ from cluster.mirror import JournalMirror
 from cluster.owner import OwnerLink
 from cluster.peers import Peers
 from cluster.remote import RemoteRuntime
+from cluster.speakers import RemoteSpeakers
 from hall.channel import ChannelService
 from hall.hall import Hall
 
@@ -300,10 +301,15 @@ class ClusterNode:
 
     async def _attach(self, name: str) -> None:
         svc = self.hall.channels[name]
+        speakers = None
+        if self.hall.config_of(name).output in ("browser", "both"):
+            speakers = RemoteSpeakers(self.bus, name, self.hall.clip_store(),
+                                      svc.hub.publish_speakers, lambda: bool(svc.hub.speakers))
         rr = RemoteRuntime(self.bus, name, self.journal_dir, self.hall.config.audio.rate,
-                           self.mirror, svc.on_state, lambda o: _show_output(svc, o))
+                           self.mirror, svc.on_state, lambda o: _show_output(svc, o), speakers)
         self.remotes[name] = rr
         svc.runtime = rr
+        svc.speakers = speakers
         await rr.start()
 
 

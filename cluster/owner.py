@@ -19,8 +19,10 @@ from cluster.messages import (
     read_item,
     reply,
 )
+from cluster.speakers import OwnerSpeakers
 from hall.channel import ChannelService
 from hall.seam import Latest
+from hall.speaker import SpeakerFeed
 
 log = logging.getLogger("yomite.cluster")
 
@@ -38,14 +40,21 @@ class OwnerLink:
         self._unsubscribe: Any = None
         self._last: tuple[int, str, float] | None = None  # what was last published
         self._tasks: set[asyncio.Task[Any]] = set()
+        feed = svc.speakers
+        self._speakers = (OwnerSpeakers(bus, svc.name, feed)
+                          if isinstance(feed, SpeakerFeed) else None)
 
     async def start(self) -> None:
         self._sub = await self.bus.nc.subscribe(self.bus.subjects.cmd(self.svc.name),
                                                 cb=self._on_request)
         self._unsubscribe = self.svc.subscribe(self._on_latest)
         self._publish()
+        if self._speakers is not None:
+            await self._speakers.start()
 
     async def stop(self) -> None:
+        if self._speakers is not None:
+            await self._speakers.stop()
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None

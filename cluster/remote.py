@@ -22,6 +22,7 @@ from audio.output.events import SinkStats
 from cluster.bus import Bus
 from cluster.messages import Output, ProtocolError, Reply, decode, encode, item_request, read_reply
 from cluster.mirror import JournalMirror
+from cluster.speakers import RemoteSpeakers
 from hall.errors import ChannelStopped
 from hall.inbox import Item
 from hall.recovery import RecoveryReport
@@ -51,8 +52,10 @@ class _OwnerClock(Clock):
 class RemoteRuntime:
     def __init__(self, bus: Bus, name: str, journal_dir: Path, rate: int,
                  mirror: JournalMirror, on_state: Callable[[ChannelState], None],
-                 on_output: Callable[[Output], None]) -> None:
+                 on_output: Callable[[Output], None],
+                 speakers: RemoteSpeakers | None = None) -> None:
         self.name = name
+        self.speakers = speakers  # the channel's browser speakers here (started with this)
         self.bus = bus
         self._journal_dir = journal_dir / name
         self._rate = rate
@@ -72,8 +75,12 @@ class RemoteRuntime:
                                                 cb=self._on_msg)
         with contextlib.suppress(ChannelStopped):  # no owner yet: its first state will come
             await self._ask(encode({"op": "latest"}), timeout_s=1.0)
+        if self.speakers is not None:
+            await self.speakers.start()
 
     async def stop(self) -> None:
+        if self.speakers is not None:
+            await self.speakers.stop()
         if self._sub is not None:
             try:
                 await self._sub.unsubscribe()

@@ -19,7 +19,7 @@ from hall.errors import ChannelStopped
 from hall.hub import Client, Hub
 from hall.inbox import Item
 from hall.pins import new_pin
-from hall.seam import Latest, RuntimePort
+from hall.seam import Latest, RuntimePort, SpeakersPort
 from hall.speaker import SpeakerFeed
 from hall.speakerlink import SpeakerLink
 from hall.states import (
@@ -56,7 +56,7 @@ class ChannelService:
         self.pin_path = pin_path
         self.pin_digits = pin_digits
         self.runtime: RuntimePort | None = None
-        self.speakers: SpeakerFeed | None = None
+        self.speakers: SpeakersPort | None = None
         self.speaker_link: SpeakerLink | None = None  # who may be a speaker (Hall sets it)
         self._last_change: dict[str, float] = {}
         self._tokens: dict[str, tuple[float, float]] = {}  # referee: (tokens, at)

@@ -62,6 +62,21 @@ class ChannelPort(Protocol):
         ...
 
 
+class SpeakersPort(Protocol):
+    """A channel's browser speakers as its edge serves them: hall.speaker.SpeakerFeed on the
+    process that reads the channel, cluster.speakers.RemoteSpeakers on another."""
+
+    def message(self) -> dict[str, Any]:
+        """The whole current schedule, for a speaker page that connects."""
+        ...
+
+    def sync(self, probe: dict[str, Any]) -> dict[str, Any]:
+        """The answer to a page's clock probe: its fields back, with the timeline's `s`."""
+        ...
+
+    def set_volume(self, volume_db: float) -> None: ...
+
+
 class RuntimePort(Protocol):
     """What a channel's service needs of the runtime behind it: the owner's own
     (hall.runtime.ChannelRuntime), or, in a cluster's other processes, the owner reached over

@@ -44,7 +44,7 @@ import math
 import secrets
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,6 +80,14 @@ class StoredClip:
     channel: str  # only this channel's speakers (and the operator) may fetch it
 
 
+@dataclass(frozen=True, slots=True)
+class ForeignClip:
+    """A clip of a channel read by another process of a cluster: its bytes come from there."""
+
+    channel: str
+    fetch: Callable[[str], Awaitable[bytes]]  # the URL id -> the Ogg Opus bytes
+
+
 class ClipStore:
     """The clips the speaker pages may fetch (those published in a schedule), by URL id, and
     their encoded bytes: on disk under `cache_dir` when given, else in memory (LRU)."""
@@ -92,7 +100,7 @@ class ClipStore:
         self.cache_dir = cache_dir
         self.capacity = capacity
         self.memory_bytes = memory_bytes
-        self._clips: OrderedDict[str, StoredClip] = OrderedDict()
+        self._clips: OrderedDict[str, StoredClip | ForeignClip] = OrderedDict()
         self._bytes: OrderedDict[str, bytes] = OrderedDict()
         self._bytes_used = 0
         self._pending: dict[str, asyncio.Future[bytes]] = {}
@@ -106,13 +114,22 @@ class ClipStore:
         key = cache_key(voice, clip)
         scoped = f"{channel}|{match}|{key}"
         cid = hmac.new(self._secret, scoped.encode("utf-8"), hashlib.sha256).hexdigest()[:32]
+        self._keep(cid, StoredClip(voice, clip, key, channel))
+        return cid
+
+    def add_foreign(self, cid: str, channel: str,
+                    fetch: Callable[[str], Awaitable[bytes]]) -> None:
+        """Register a clip that another process of the cluster published for `channel`."""
+        if not isinstance(self._clips.get(cid), StoredClip):  # one of ours stays ours
+            self._keep(cid, ForeignClip(channel, fetch))
+
+    def _keep(self, cid: str, entry: StoredClip | ForeignClip) -> None:
         if cid in self._clips:
             self._clips.move_to_end(cid)
         else:
-            self._clips[cid] = StoredClip(voice, clip, key, channel)
+            self._clips[cid] = entry
             while len(self._clips) > self.capacity:
                 self._clips.popitem(last=False)
-        return cid
 
     def known(self, cid: str) -> bool:
         return cid in self._clips
@@ -137,7 +154,11 @@ class ClipStore:
             pending.add_done_callback(lambda _f: self._pending.pop(cid, None))
         return await asyncio.shield(pending)
 
-    async def _fill(self, cid: str, stored: StoredClip) -> bytes:
+    async def _fill(self, cid: str, stored: StoredClip | ForeignClip) -> bytes:
+        if isinstance(stored, ForeignClip):
+            data = await stored.fetch(cid)
+            self._remember(cid, data)
+            return data
         path = None if self.cache_dir is None else self.cache_dir / f"{stored.key[:40]}.ogg"
         if path is not None and path.is_file():
             data = await asyncio.to_thread(path.read_bytes)
@@ -147,12 +168,15 @@ class ClipStore:
             self.encoded += 1
             if path is not None:
                 await asyncio.to_thread(_write_atomic, path, data)
+        self._remember(cid, data)
+        return data
+
+    def _remember(self, cid: str, data: bytes) -> None:
         self._bytes[cid] = data
         self._bytes_used += len(data)
         while self._bytes_used > self.memory_bytes and len(self._bytes) > 1:
             _, old = self._bytes.popitem(last=False)
             self._bytes_used -= len(old)
-        return data
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -227,6 +251,8 @@ class SpeakerFeed:
         self.store = store
         self.clock = clock
         self._publish = publish
+        # also told every schedule (a cluster's owner relays it to the other processes)
+        self.taps: list[Callable[[dict[str, Any]], None]] = []
         self.volume_db = volume_db
         self.fade_ms = fade_ms
         self._entries: list[_Entry] = []
@@ -267,7 +293,7 @@ class SpeakerFeed:
             self._prefetch = self._upcoming(engine, voice)
             self._seq += 1
             self._message = self._build()
-            self._publish(self._message)
+            self._send()
 
     def refresh(self, engine: Engine | None, voice: VoiceLike) -> None:
         """A match was prepared or recovered: tell the pages what to fetch first."""
@@ -275,13 +301,18 @@ class SpeakerFeed:
         self._prefetch = self._upcoming(engine, voice)
         self._seq += 1
         self._message = self._build()
-        self._publish(self._message)
+        self._send()
 
     def set_volume(self, volume_db: float) -> None:
         self.volume_db = volume_db
         self._seq += 1
         self._message = self._build()
+        self._send()
+
+    def _send(self) -> None:
         self._publish(self._message)
+        for tap in self.taps:
+            tap(self._message)
 
     def message(self) -> dict[str, Any]:
         """The current schedule, for a page that connects."""
