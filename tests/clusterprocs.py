@@ -22,11 +22,12 @@ TTL = 2.0
 
 def config(url: str, prefix: str, channels: tuple[str, ...], ttl: float = TTL,
            match: dict[str, Any] | None = None,
-           channel: dict[str, Any] | None = None) -> dict[str, Any]:
+           channel: dict[str, Any] | None = None,
+           voice: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "match": match or {"memorise_s": 1, "cards": 4, "prelude": {"enabled": False},
                            "gaps": {"between_verses_s": 0.5, "between_cards_s": 0.5}},
-        "voice": {"engine": "estimate", "speed": 1.0},
+        "voice": voice or {"engine": "estimate", "speed": 1.0},
         "audio": {"output": "null"},
         "server": {"channels": [{"name": c, **(channel or {})} for c in channels]},
         "cluster": {"bus": url, "lease_ttl_s": ttl, "prefix": prefix},
@@ -36,11 +37,13 @@ def config(url: str, prefix: str, channels: tuple[str, ...], ttl: float = TTL,
 class Cluster:
     def __init__(self, tmp: Path, broker: Broker, n: int, channels: tuple[str, ...],
                  ttl: float = TTL, match: dict[str, Any] | None = None,
-                 channel: dict[str, Any] | None = None) -> None:
+                 channel: dict[str, Any] | None = None,
+                 voice: dict[str, Any] | None = None) -> None:
         self.broker = broker
         self.prefix = f"t{os.getpid()}{int(time.monotonic() * 1000) % 100000}"
         self.servers = [Server(_mk(tmp / f"p{i}"),
-                               config(broker.url, self.prefix, channels, ttl, match, channel),
+                               config(broker.url, self.prefix, channels, ttl, match, channel,
+                                      voice),
                                TOKEN)
                         for i in range(n)]
 
