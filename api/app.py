@@ -18,7 +18,7 @@ from fastapi_offline import FastAPIOffline
 from api.deps import peers_of
 from api.desk import routes as tournaments
 from api.errors import ApiError, install_handlers
-from api.guards import BodyLimit, HostCheck, SecurityHeaders
+from api.guards import BodyLimit, HostCheck, PeerCors, SecurityHeaders
 from api.routes import (
     clips,
     health,
@@ -234,6 +234,8 @@ def create_app(
     # any route (or token check) sees the request
     app.add_middleware(SecurityHeaders, peers=lambda: (
         p.live if (p := peers_of(app)) is not None else []))
+    app.add_middleware(PeerCors, known=lambda: (
+        p.known if (p := peers_of(app)) is not None else set()))
     # (a recorded take, the desk's backup and entries are files: their routes check their
     # own, larger, limits as they read, and their 413 names the file, so the door lets one
     # byte more through)

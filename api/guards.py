@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from cluster.peers import origin_of
 from hall.config import Config
 
 Scope = MutableMapping[str, Any]
@@ -225,6 +226,48 @@ class SecurityHeaders:
                         headers.append((b"content-security-policy",
                                         page_csp(self.peers()).encode()))
                 message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, add_headers)
+
+
+# ---------------------------------------------------------------------- a cluster's own pages
+_CORS_METHODS = b"GET, POST, PUT, PATCH, DELETE"
+_CORS_HEADERS = b"authorization, content-type, accept"
+
+
+class PeerCors:
+    """A page loaded from another process of the cluster may call this one's API (its own
+    process died: api/static/common.js api() moves on to the next address): its origin is
+    allowed, and only the cluster's processes' origins are (`known`: every address seen since
+    this process started). No cookies are involved: the page sends its token itself."""
+
+    def __init__(self, app: ASGIApp, known: Callable[[], set[str]] = set) -> None:
+        self.app = app
+        self.known = known
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers", ()))
+        raw = headers.get(b"origin")
+        origin = origin_of(raw.decode("latin-1")) if raw else None
+        if origin is None or origin not in self.known():
+            await self.app(scope, receive, send)
+            return
+        allow = [(b"access-control-allow-origin", origin.encode()), (b"vary", b"Origin")]
+        if scope["method"] == "OPTIONS" and b"access-control-request-method" in headers:
+            await send({"type": "http.response.start", "status": 204, "headers": [
+                *allow, (b"access-control-allow-methods", _CORS_METHODS),
+                (b"access-control-allow-headers", _CORS_HEADERS),
+                (b"access-control-max-age", b"600")]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+
+        async def add_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", ()), *allow]
             await send(message)
 
         await self.app(scope, receive, add_headers)

@@ -175,6 +175,56 @@ def test_a_page_whose_process_is_killed_reconnects_to_another_with_the_latest_st
         c.stop()
 
 
+def test_a_pages_api_calls_go_to_another_process_when_its_own_is_killed(
+        tmp_path: Path, broker: Broker, browser: Browser) -> None:
+    # the console's REST calls (api() in common.js): a page loaded from A goes on calling
+    # the API through B once A is dead; B lets only its cluster's origins read its answers
+    c = Cluster(tmp_path, broker, 2, ("main",)).start()
+    errors: list[str] = []
+    ctx = browser.new_context()
+    call_api = """async ([method, path, body]) => {
+        try {
+          const r = await Y.api(method, path, { token: TOKEN, body: body ?? undefined });
+          return { ok: true, r };
+        } catch (e) { return { ok: false, status: e.status, code: e.code }; }
+      }""".replace("TOKEN", json.dumps(TOKEN))
+    try:
+        b = c.owner("main")  # (the page's process A does not read the channel: no failover)
+        a = c.others(b)[0]
+        wait_for(lambda: (h := hello(a.base)) and len(h.get("peers", [])) == 2, 15,
+                 "a hello naming both processes")
+        page = watch_errors(ctx.new_page(), errors)
+        page.goto(f"{a.base}/display/main")
+        until(page, "() => Y.live.status === 'online' && Y.live.bases.length === 2")
+        before = page.evaluate(call_api, ["GET", "/api/channels/main", None])
+        assert before["ok"], before
+        a.kill()
+        assert before["r"]["match"] is None
+        made = page.evaluate(call_api, ["POST", "/api/channels/main/match", {}])
+        assert made["ok"], made
+        assert state(b, "main")["match"]["phase"] == "ready"  # made through B
+        got = page.evaluate(call_api, ["GET", "/api/channels/main", None])
+        assert got["ok"] and got["r"]["match"]["phase"] == "ready", got
+        # an error answer is an answer: it is said, not tried elsewhere
+        missing = page.evaluate(call_api, ["GET", "/api/channels/nowhere", None])
+        assert (missing["ok"], missing["status"]) == (False, 404), missing
+        # B answers a foreign origin's preflight and calls without letting it read them
+        for origin, allowed in ((a.base, True), ("http://evil.example", False)):
+            pre = httpx2.options(b.base + "/api/channels/main", timeout=10, headers={
+                "Origin": origin, "Access-Control-Request-Method": "PUT",
+                "Access-Control-Request-Headers": "authorization, content-type"})
+            got_origin = pre.headers.get("access-control-allow-origin")
+            assert (got_origin == origin) is allowed and (got_origin is None) is not allowed
+            r = httpx2.get(b.base + "/api/channels/main", headers={"Origin": origin},
+                           timeout=10)
+            assert (r.headers.get("access-control-allow-origin") == origin) is allowed
+        assert not [e for e in errors if "WebSocket" not in e
+                    and "ERR_CONNECTION_REFUSED" not in e], errors
+    finally:
+        ctx.close()
+        c.stop()
+
+
 def test_addresses_are_compared_as_browsers_write_origins() -> None:
     import asyncio
     from concurrent.futures import ThreadPoolExecutor

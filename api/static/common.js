@@ -5,6 +5,7 @@
 
    - i18n: Japanese by default, English on request; the choice is kept in localStorage.
    - api(): fetch with the token; an error answer ({error, detail, hint}) becomes an ApiError.
+     In a cluster, a call its own process cannot answer (it died) goes to the next one.
    - Channel: the WebSocket of one channel. It reconnects by itself with backoff, keeps the
      same token (so a referee keeps its identity), detects dead links with pings, and passes on
      only states whose `seq` is newer than the last one shown. A page opened at one of a
@@ -142,6 +143,11 @@
     }
   }
 
+  // A cluster's processes' addresses (a Channel's hello sets them, Channel._peers): when the
+  // page's own process cannot be reached (it died), a call is made to the next one, and the
+  // calls after it go there first. Empty on one machine: calls go to the page's own server.
+  const route = { bases: [], at: 0 };
+
   /** fetch a JSON API path. Throws ApiError(status, error, detail, hint); status 0 when the
       server could not be reached. `raw: true` returns the Response (CSV, SVG). */
   async function api(method, path, { token = null, body, raw = false } = {}) {
@@ -153,10 +159,16 @@
       init.body = JSON.stringify(body);
     }
     let res;
-    try {
-      res = await fetch(path, init);
-    } catch (e) {
-      throw new ApiError(0, "network", t("network_error"), t("network_hint"));
+    const tries = Math.max(1, route.bases.length);
+    for (let i = 0; ; i += 1) {
+      const base = route.bases.length > 1 ? route.bases[route.at] : "";
+      try {
+        res = await fetch(base + path, init);
+        break;
+      } catch (e) { // no answer at all (an error answer is an answer): the next process
+        if (i + 1 >= tries) throw new ApiError(0, "network", t("network_error"), t("network_hint"));
+        route.at = (route.at + 1) % route.bases.length;
+      }
     }
     if (!res.ok) {
       let data = {};
@@ -437,6 +449,8 @@
       const here = this.bases[this.at] || mine;
       this.bases = [...new Set([here, ...peers.filter((p) => typeof p === "string"), mine])];
       this.at = 0;
+      route.bases = this.bases.slice(); // the REST calls move on the same way (api())
+      route.at = 0;
     }
 
     _closed(opened) {
