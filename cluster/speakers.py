@@ -8,9 +8,10 @@ id. On every other process `RemoteSpeakers` stands in for the feed (hall.seam.Sp
 relays each schedule to the speaker pages connected there, registers the schedule's clip ids
 in that process's clip store as fetched from the owner (encoded once, by the owner, then kept
 in memory here), and answers the pages' clock probes from its own estimate of the owner's
-timeline: probes of the owner every `SYNC_EVERY_S` while a speaker page is connected, the
-answer with the shortest round trip of the last `SYNC_KEEP` taken (timeline = monotonic +
-offset, as a page estimates it of its server). A page on another process thus plays the same
+timeline: probes of the owner every `SYNC_EVERY_S` while a speaker page is connected (every
+`SYNC_IDLE_S` while none is), the answer with the shortest round trip of the last `SYNC_KEEP`
+younger than `SYNC_FRESH_S` taken (timeline = monotonic + offset, as a page estimates it of its
+server). A page on another process thus plays the same
 clips on the same timeline as one on the owner, within the error of that estimate (half the
 shortest round trip through the broker).
 
@@ -37,8 +38,10 @@ from hall.speaker import JUMP_S, ClipStore, SpeakerFeed
 
 log = logging.getLogger("yomite.cluster")
 
-SYNC_EVERY_S = 1.0
-SYNC_KEEP = 8  # probes of the owner kept; the fastest gives the offset
+SYNC_EVERY_S = 1.0  # while a speaker page is connected here
+SYNC_IDLE_S = 30.0  # while none is: the estimate kept fresh for the next one
+SYNC_KEEP = 8  # probes of the owner kept; the fastest of those younger than SYNC_FRESH_S
+SYNC_FRESH_S = 10.0  # gives the offset (two machines' clocks drift apart: ~50 ppm)
 ASK_TIMEOUT_S = 3.0
 MAX_SCHEDULE = 256 * 1024
 _CLIP_PREFIX = "/api/clips/"
@@ -139,7 +142,8 @@ class RemoteSpeakers:
         self._mono = mono
         self._last: dict[str, Any] = {"type": "speaker", "seq": 0, "epoch": 0, "clips": [],
                                       "stops": 0, "stop_s": None, "prefetch": []}
-        self._probes: deque[tuple[float, float]] = deque(maxlen=SYNC_KEEP)  # (rtt, offset)
+        # (round trip, offset, when): the probes of the owner's timeline kept
+        self._probes: deque[tuple[float, float, float]] = deque(maxlen=SYNC_KEEP)
         self._epoch = 0  # ours: it changes whenever the estimate starts again
         self._owner_epoch = 0
         self._sub: Any = None
@@ -184,7 +188,12 @@ class RemoteSpeakers:
         then waits for the next answer)."""
         if not self._probes:
             return math.nan
-        return self._mono() + min(self._probes)[1]
+        return self._mono() + self._offset()
+
+    def _offset(self) -> float:
+        """The offset of the fastest fresh probe (the latest if none is fresh)."""
+        fresh = [p for p in self._probes if self._mono() - p[2] <= SYNC_FRESH_S]
+        return min(fresh)[1] if fresh else self._probes[-1][1]
 
     async def _ask(self, body: dict[str, Any], timeout_s: float = ASK_TIMEOUT_S) -> bytes:
         msg = await self.bus.nc.request(self.bus.subjects.speakers(self.channel),
@@ -220,8 +229,11 @@ class RemoteSpeakers:
         self._last = message
 
     async def _keep_time(self) -> None:
+        last = -math.inf
         while True:
-            if self._listening() or not self._probes:
+            every = SYNC_EVERY_S if self._listening() or not self._probes else SYNC_IDLE_S
+            if self._mono() - last >= every:
+                last = self._mono()
                 await self._probe()
             await asyncio.sleep(SYNC_EVERY_S)
 
@@ -236,10 +248,10 @@ class RemoteSpeakers:
         t1 = self._mono()
         offset = s - (t0 + t1) / 2
         if epoch != self._owner_epoch or (
-                self._probes and abs(offset - min(self._probes)[1]) > JUMP_S):
+                self._probes and abs(offset - self._offset()) > JUMP_S):
             # the owner's timeline jumped, or another process reads the channel now: the
             # estimate starts again, and the pages here are told so (a new epoch of ours)
             self._probes.clear()
             self._owner_epoch = epoch
             self._epoch += 1
-        self._probes.append((t1 - t0, offset))
+        self._probes.append((t1 - t0, offset, t1))
