@@ -113,8 +113,10 @@ class OwnerSpeakers:
             elif op == "clip":
                 cid = str(body.get("id", ""))
                 store = self.feed.store
-                clip = (await store.data(cid)
-                        if store.channel_of(cid) == self.channel else None)
+                # (only one rendered here: one fetched from the process that read the channel
+                # before would be asked of this process again)
+                clip = (await store.data(cid) if store.rendered_here(cid)
+                        and store.channel_of(cid) == self.channel else None)
                 if clip is None:
                     headers["Yomite-Error"] = f"no clip {cid[:40]!r} in channel {self.channel}"
                 data = clip or b""

@@ -134,6 +134,10 @@ class ClipStore:
     def known(self, cid: str) -> bool:
         return cid in self._clips
 
+    def rendered_here(self, cid: str) -> bool:
+        """A clip of a channel this process reads (not one fetched from another process)."""
+        return isinstance(self._clips.get(cid), StoredClip)
+
     def channel_of(self, cid: str) -> str | None:
         stored = self._clips.get(cid)
         return None if stored is None else stored.channel

@@ -70,3 +70,34 @@ def test_a_new_owner_or_a_jump_of_its_timeline_starts_a_new_epoch() -> None:
     owner.epoch = 3  # the owner's own epoch changed (its timeline, or another owner)
     asyncio.run(rs._probe())
     assert rs.message()["epoch"] == 2
+
+
+def test_a_clip_of_another_process_is_fetched_once_and_never_passed_on_as_ours() -> None:
+    from hall.speaker import ClipStore
+    from reader.clip import Verse
+    from reader.programme import verse_clip
+    from tests.fakes import FakeVoice
+
+    fetched: list[str] = []
+
+    async def fetch(cid: str) -> bytes:
+        fetched.append(cid)
+        await asyncio.sleep(0.01)
+        return b"OggS-from-the-owner"
+
+    async def run() -> None:
+        store = ClipStore(b"k" * 32, lambda v, c: b"OggS-ours")
+        cid = "ab" * 16
+        store.add_foreign(cid, "main", fetch)
+        assert store.known(cid) and store.channel_of(cid) == "main"
+        assert not store.rendered_here(cid)  # the owner side answers only its own clips
+        got = await asyncio.gather(store.data(cid), store.data(cid))
+        assert got == [b"OggS-from-the-owner"] * 2 and fetched == [cid]
+        assert await store.data(cid) == b"OggS-from-the-owner" and fetched == [cid]
+        # a clip of ours stays ours when a schedule names it again
+        own = store.add(FakeVoice(), verse_clip(1, Verse.KAMI), "main", "m1")
+        store.add_foreign(own, "main", fetch)
+        assert store.rendered_here(own) and await store.data(own) == b"OggS-ours"
+        assert fetched == [cid]
+
+    asyncio.run(run())
