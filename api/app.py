@@ -174,13 +174,16 @@ def create_app(
             except BaseException:
                 await hall.stop()
                 raise
-        registry = app.state.rooms = Rooms(
-            config, hall, Orgs(OrgStore(FileBucket(config.journal_dir / "orgs.jsonl")), auth,
-                               config.rooms),
-            RoomStore(FileBucket(config.journal_dir / "rooms.jsonl")),
-            clock or WallClock())
-        if member is None:  # a cluster's processes do not share rooms yet (docs/cluster.md)
+        if member is None:
+            registry = Rooms(
+                config, hall, Orgs(OrgStore(FileBucket(config.journal_dir / "orgs.jsonl")),
+                                   auth, config.rooms),
+                RoomStore(FileBucket(config.journal_dir / "rooms.jsonl")),
+                clock or WallClock())
             await registry.start()  # the rooms open before a restart, their journals recovered
+        else:  # the cluster's: organisations and rooms shared by its processes
+            registry = await app.state.cluster.make_rooms(auth, clock or WallClock())
+        app.state.rooms = registry
         if pool is not None:
             pool.start(config.voice, rate)
         desk = Desk(config, hall)  # after the hall: it matches rounds with channel journals

@@ -8,6 +8,8 @@ What lives there (`yomite` is the prefix, one cluster to a broker or to a prefix
 - key-value bucket `<prefix>_shared`: what every process must agree on and `config.yaml` does
   not say: the keys of the reading orders and of the clips, the operator's token, each
   channel's PIN and speaker key (cluster.shared).
+- key-value bucket `<prefix>_records`: the organisations, their operators and the rooms, one
+  JSON document a key (cluster.records): every process holds all of them.
 - stream `<PREFIX>_JOURNAL` on `<prefix>.journal.<channel>`: every line of every channel's
   journal, in order, on disk (cluster.journalstream): the truth a new owner replays.
 - subjects `<prefix>.cmd.<channel>` (request/reply to the owner: cluster.owner),
@@ -73,16 +75,22 @@ class Subjects:
     def shared(self) -> str:
         return f"{self.prefix}_shared"
 
+    @property
+    def records(self) -> str:
+        return f"{self.prefix}_records"
+
 
 class Bus:
     """One process's connection to the broker, and the buckets and stream it uses."""
 
     def __init__(self, nc: NATS, js: JetStreamContext, leases: KeyValue, shared: KeyValue,
-                 subjects: Subjects, lease_ttl_s: float) -> None:
+                 subjects: Subjects, lease_ttl_s: float, records: KeyValue | None = None
+                 ) -> None:
         self.nc = nc
         self.js = js
         self.leases = leases
         self.shared = shared
+        self.records = records
         self.subjects = subjects
         self.lease_ttl_s = lease_ttl_s
         self.connected = asyncio.Event()
@@ -135,13 +143,15 @@ class Bus:
                                                   ttl=lease_ttl_s, storage=StorageType.FILE))
         shared = await _bucket(js, KeyValueConfig(bucket=subjects.shared, history=1,
                                                   storage=StorageType.FILE))
+        records = await _bucket(js, KeyValueConfig(bucket=subjects.records, history=1,
+                                                   storage=StorageType.FILE))
         try:
             await js.stream_info(subjects.stream)
         except NotFoundError:
             await js.add_stream(StreamConfig(
                 name=subjects.stream, subjects=[subjects.journal_all],
                 storage=StorageType.FILE, duplicate_window=JOURNAL_DEDUPE_S))
-        bus = cls(nc, js, leases, shared, subjects, lease_ttl_s)
+        bus = cls(nc, js, leases, shared, subjects, lease_ttl_s, records)
         holder.append(bus)
         return bus
 

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import math
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from nats.js.errors import KeyNotFoundError
@@ -64,6 +65,9 @@ class ClusterNode:
         self._renewed_at = 0.0
         self._released: set[str] = set()  # leases given back, announced since the last round
         self._released_sub: Any = None
+        # the rooms' registry of this process (cluster.records.cluster_rooms; set by
+        # cluster.service.joined, called by the app with its operators' auth and clock)
+        self.make_rooms: Callable[..., Awaitable[Any]] | None = None
 
     async def start(self) -> None:
         await self.alive.acquire()  # counted by the others from now on
@@ -139,7 +143,7 @@ class ClusterNode:
     async def describe(self) -> dict[str, object]:
         """This process, the live ones, and each channel's owner (None: being taken over)."""
         owners: dict[str, str | None] = {}
-        for name, lease in self.leases.items():
+        for name, lease in list(self.leases.items()):
             try:
                 holder = await lease.holder_now()
             except Exception:
@@ -180,8 +184,8 @@ class ClusterNode:
                     self._orphaned[name] = -2  # not taken back by this process at once
                     break
         held = await self._held()
-        for name in self.hall.channels:
-            if name in self.owned:
+        for name in list(self.hall.channels):  # a room may come or go while this round waits
+            if name in self.owned or name not in self.leases or name not in self.hall.channels:
                 continue
             if name in held:
                 self._orphaned.pop(name, None)
@@ -279,7 +283,29 @@ class ClusterNode:
         self._fencing.add(task)
         task.add_done_callback(self._fencing.discard)
 
-    async def _release(self, name: str, *, flush: bool) -> None:
+    async def add(self, name: str, *, here: bool) -> None:
+        """A channel made while running (a room, whose service the hall has): read here at once
+        if `here` (this process opened it) and nobody holds it; else reached over the bus until
+        a round takes it."""
+        self.leases[name] = Lease(self.bus.leases, f"ch.{name}", self.node.encode(),
+                                  self.bus.lease_ttl_s)
+        if here and await self.leases[name].acquire():
+            await self._take(name)
+        else:
+            await self._attach(name)
+
+    async def remove(self, name: str) -> None:
+        """A channel closed (a room): read here no more, its lease given back, and no longer
+        reached over the bus; the hall then closes its clients."""
+        if name in self.owned:
+            await self._release(name, flush=True, attach=False)
+        rr = self.remotes.pop(name, None)
+        if rr is not None:
+            await rr.stop()
+        self.leases.pop(name, None)
+        self._orphaned.pop(name, None)
+
+    async def _release(self, name: str, *, flush: bool, attach: bool = True) -> None:
         link, stream = self.owned.pop(name)
         svc = self.hall.channels[name]
         await self.hall.stop_channel(name)  # silence first
@@ -292,9 +318,11 @@ class ClusterNode:
         self.mirror.owned.discard(name)
         if self.leases[name].held:
             await self.leases[name].release()
-            with contextlib.suppress(Exception):  # else the others wait for its marker's TTL
-                await self.bus.nc.publish(self.bus.subjects.released, name.encode())
-        await self._attach(name)
+            if attach:  # else the others wait for its marker's TTL
+                with contextlib.suppress(Exception):
+                    await self.bus.nc.publish(self.bus.subjects.released, name.encode())
+        if attach:
+            await self._attach(name)
 
     async def _on_released(self, msg: Any) -> None:
         self._released.add(msg.data.decode(errors="replace"))

@@ -31,10 +31,15 @@ class RotationShare:
         self._puts: set[asyncio.Task[Any]] = set()
 
     async def start(self) -> None:
-        for name, svc in self.hall.channels.items():
-            svc.on_secret = lambda kind, value, name=name: self._changed(name, kind, value)
+        for name in self.hall.channels:
+            self.hook(name)
         await self._watch()
         self.bus.on_reconnect.append(self._watch)
+
+    def hook(self, name: str) -> None:
+        """The channel's new PIN or speaker key is shared (a room's too, when it is made)."""
+        self.hall.channels[name].on_secret = (
+            lambda kind, value, name=name: self._changed(name, kind, value))
 
     async def stop(self) -> None:
         for svc in self.hall.channels.values():

@@ -3,7 +3,7 @@
 `share_secrets` runs before the server is made (its own short connection): the keys, the
 operator's token and the channels' PINs every process must agree on (cluster.shared).
 `joined` is the hall's companion for the server's life: the connection, the journal's mirror,
-the leases (cluster.node).
+the leases (cluster.node), the shared records of organisations and rooms (cluster.records).
 """
 
 from __future__ import annotations
@@ -18,11 +18,15 @@ from typing import Any
 
 from cluster.bus import Bus
 from cluster.node import ClusterNode
+from cluster.records import KvBucket, cluster_rooms
 from cluster.referees import RefereeShare
 from cluster.rotations import RotationShare
 from cluster.shared import secrets_of, share
+from hall.auth import Auth
 from hall.config import Config
 from hall.hall import Hall
+from hall.rooms import Rooms
+from reader.clock import Clock
 
 
 def node_name() -> str:
@@ -54,13 +58,23 @@ def joined(config: Config, url: str, node: str, advertise: str | None = None
         member = ClusterNode(bus, hall, node, url=advertise)
         referees = RefereeShare(bus, hall.auth)
         rotations = RotationShare(bus, hall)
+        assert bus.records is not None
+        records = KvBucket(bus, bus.records)
         try:
             await referees.start()
             await rotations.start()
             await member.start()
+            await records.start()
+
+            async def make_rooms(auth: Auth, clock: Clock) -> Rooms:
+                return await cluster_rooms(member, records, rotations, auth, clock)
+
+            member.make_rooms = make_rooms
             yield member
             await member.drain(config.cluster.drain_s)  # a stop asked for, not a failure
         finally:
+            records.on_change = None
+            await records.stop()
             await member.stop()
             await rotations.stop()
             await referees.stop()

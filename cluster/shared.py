@@ -37,10 +37,15 @@ def secrets_of(journal_dir: Path, channels: list[str], pin_digits: int) -> list[
         Secret("operator-token", None, lambda: secrets.token_urlsafe(24)),
     ]
     for ch in channels:
-        out.append(Secret(f"pin.{ch}", journal_dir / ch / "pin", lambda: new_pin(pin_digits)))
-        out.append(Secret(f"speaker-key.{ch}", journal_dir / ch / "speaker.key",
-                          lambda: secrets.token_urlsafe(24)))
+        out += channel_secrets(journal_dir, ch, pin_digits)
     return out
+
+
+def channel_secrets(journal_dir: Path, ch: str, pin_digits: int) -> list[Secret]:
+    """A channel's PIN and speaker key (a room's, shared when it is made)."""
+    return [Secret(f"pin.{ch}", journal_dir / ch / "pin", lambda: new_pin(pin_digits)),
+            Secret(f"speaker-key.{ch}", journal_dir / ch / "speaker.key",
+                   lambda: secrets.token_urlsafe(24))]
 
 
 async def share(kv: KeyValue, items: list[Secret]) -> dict[str, str]:

@@ -55,6 +55,7 @@ class Hall:
         self.loop_watch = LoopWatch()
         self.scheduling = "as started"  # what `yomite serve` set the event loop's thread to
         self._deck_key: bytes | None = None  # the orders' key, loaded at start
+        self._added: dict[str, ChannelConfig] = {}  # channels made while running (rooms)
         for ch in config.server.channels:
             self._service(ch)
 
@@ -103,7 +104,9 @@ class Hall:
                 self.start_channel(ch)
 
     def config_of(self, name: str) -> ChannelConfig:
-        """A configured channel's settings (KeyError if it is not in the config)."""
+        """A channel's settings, configured or added (KeyError if there is no such one)."""
+        if name in self._added:
+            return self._added[name]
         for ch in self.config.server.channels:
             if ch.name == name:
                 return ch
@@ -160,14 +163,20 @@ class Hall:
     def add_channel(self, ch: ChannelConfig) -> ChannelService:
         """A channel made and started while the server runs (a room, hall.rooms): its journal
         recovered as at start. ValueError if the name is taken."""
-        if ch.name in self.channels:
-            raise ValueError(f"there is a channel {ch.name} already")
-        self._service(ch)
+        self.add_service(ch)
         try:
             return self.start_channel(ch)
         except BaseException:
             self._forget(ch.name)
             raise
+
+    def add_service(self, ch: ChannelConfig) -> ChannelService:
+        """A channel made while the server runs, not started (a cluster's process starts it
+        when it takes its lease). ValueError if the name is taken."""
+        if ch.name in self.channels:
+            raise ValueError(f"there is a channel {ch.name} already")
+        self._added[ch.name] = ch
+        return self._service(ch)
 
     async def close_channel(self, name: str, reason: str) -> None:
         """Stop a channel and forget it: its clients are closed with `reason` (a page says it
@@ -187,6 +196,7 @@ class Hall:
 
     def _forget(self, name: str) -> None:
         self.channels.pop(name, None)
+        self._added.pop(name, None)
         self.auth.forget_speaker_key(name)
 
     def at_rest(self) -> bool:

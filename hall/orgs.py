@@ -47,10 +47,23 @@ class Orgs:
         self.auth = auth
         self.defaults = defaults
         self.wall = wall
-        self._orgs = {o.id: o for o in store.orgs()}
-        self._operators = {op.id: op for op in store.operators() if op.org in self._orgs}
-        for op in self._operators.values():
-            auth.set_org_operator(bytes.fromhex(op.token_digest), op.org, op.id, op.name)
+        self._orgs: dict[str, Org] = {}
+        self._operators: dict[str, OrgOperator] = {}
+        self.reload()
+
+    def reload(self) -> None:
+        """Read the store again: what another process of a cluster changed (cluster.records)
+        is known here, an operator's token works here, a removed one's dies here."""
+        orgs = {o.id: o for o in self.store.orgs()}
+        operators = {op.id: op for op in self.store.operators() if op.org in orgs}
+        for org_id in set(self._orgs) - set(orgs):
+            self.auth.forget_org_operators(org_id)
+        for op_id in set(self._operators) - set(operators):
+            old = self._operators[op_id]
+            self.auth.forget_org_operators(old.org, op_id)
+        self._orgs, self._operators = orgs, operators
+        for op in operators.values():
+            self.auth.set_org_operator(bytes.fromhex(op.token_digest), op.org, op.id, op.name)
 
     def all(self) -> list[Org]:
         return sorted(self._orgs.values(), key=lambda o: o.created)
@@ -66,7 +79,7 @@ class Orgs:
         return sorted((op for op in self._operators.values() if op.org == org_id),
                       key=lambda op: op.joined)
 
-    def create(self, name: str, max_open_rooms: int | None = None,
+    async def create(self, name: str, max_open_rooms: int | None = None,
                max_clients_per_room: int | None = None) -> Org:
         """A new organisation with its invite code; OSError if it cannot be kept."""
         org_id = new_id("o-")
@@ -75,40 +88,40 @@ class Orgs:
         org = Org(org_id, name, self._unused_code(),
                   max_open_rooms or self.defaults.max_open_per_org,
                   max_clients_per_room or self.defaults.max_clients_per_room, self.wall())
-        self.store.save_org(org)
+        await self.store.save_org(org)
         self._orgs[org.id] = org
         return org
 
-    def change(self, org_id: str, name: str | None = None, max_open_rooms: int | None = None,
+    async def change(self, org_id: str, name: str | None = None, max_open_rooms: int | None = None,
                max_clients_per_room: int | None = None) -> Org:
         org = self.get(org_id)
         new = replace(org, name=name or org.name,
                       max_open_rooms=max_open_rooms or org.max_open_rooms,
                       max_clients_per_room=max_clients_per_room or org.max_clients_per_room)
-        self.store.save_org(new)
+        await self.store.save_org(new)
         self._orgs[org_id] = new
         return new
 
-    def rotate_code(self, org_id: str) -> Org:
+    async def rotate_code(self, org_id: str) -> Org:
         """A new invite code: the old one (and its links) stop working; the operators who
         joined keep their tokens."""
         org = replace(self.get(org_id), code=self._unused_code())
-        self.store.save_org(org)
+        await self.store.save_org(org)
         self._orgs[org_id] = org
         return org
 
-    def remove(self, org_id: str) -> Org:
+    async def remove(self, org_id: str) -> Org:
         """Forget an organisation: its operators' tokens die at once (its rooms are closed by
         hall.rooms first)."""
         org = self.get(org_id)
-        self.store.drop_org(org_id)
+        await self.store.drop_org(org_id)
         del self._orgs[org_id]
         for op in self.operators(org_id):
             del self._operators[op.id]
         self.auth.forget_org_operators(org_id)
         return org
 
-    def redeem(self, code: str, name: str) -> tuple[Org, OrgOperator, str]:
+    async def redeem(self, code: str, name: str) -> tuple[Org, OrgOperator, str]:
         """A new operator of the organisation whose code this is, and its token. RoomRefused
         (wrong_code) if no organisation has it; OSError if the operator cannot be kept."""
         given = typed_code(code).encode()
@@ -124,7 +137,7 @@ class Orgs:
         while op_id in self._operators:
             op_id = new_id("t-")
         op = OrgOperator(op_id, org.id, name, digest(token).hex(), self.wall())
-        self.store.save_operator(op)
+        await self.store.save_operator(op)
         self._operators[op.id] = op
         self.auth.set_org_operator(digest(token), org.id, op.id, name)
         return org, op, token

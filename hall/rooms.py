@@ -8,6 +8,13 @@ after `rooms.idle_close_min` with no client and no match being read (`sweep`, dr
 injected clock); its clients are then disconnected (`room_closed`) and its journals stay, so
 its history is still read. Rooms are kept in a `RoomStore`: an open room comes back when the
 server starts again, its journal recovered like a config channel's.
+
+Where a room's channel runs is its `ChannelHost`'s business: on one process the hall
+(`HallHost`); in a cluster every process has every room, each read by the one process that
+holds its lease (cluster.records.ClusterHost), and what one process changes reaches the others
+through the shared store (`adopt`). A room in use on any process is not idle: each process
+says so in the store (`RoomStore.mark_busy`) and none closes a room another saw in use within
+the idle time.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Protocol
 
 from pydantic import ValidationError
 
@@ -35,9 +43,37 @@ log = logging.getLogger("yomite.rooms")
 CLOSED_REASON = "room_closed"  # a closed room's clients read this close reason
 
 
+class ChannelHost(Protocol):
+    async def add(self, ch: ChannelConfig, *, here: bool) -> None:
+        """The room's channel made and started (`here`: opened by this process; in a cluster
+        it is read here first). Raises what the hall raises if it cannot start."""
+        ...
+
+    async def close(self, name: str, reason: str) -> None:
+        """The channel stopped and forgotten, its clients closed with `reason`."""
+        ...
+
+
+class HallHost:
+    """One process: the room's channel runs in its hall."""
+
+    def __init__(self, hall: Hall) -> None:
+        self.hall = hall
+
+    async def add(self, ch: ChannelConfig, *, here: bool) -> None:
+        self.hall.add_channel(ch)
+
+    async def close(self, name: str, reason: str) -> None:
+        with contextlib.suppress(KeyError):
+            await self.hall.close_channel(name, reason)
+
+
 class Rooms:
     def __init__(self, config: Config, hall: Hall, orgs: Orgs, store: RoomStore, clock: Clock,
-                 wall: Callable[[], float] = time.time) -> None:
+                 wall: Callable[[], float] = time.time, host: ChannelHost | None = None,
+                 shared: bool = False) -> None:
+        """`shared`: the store is a cluster's (the rooms in use are said there, and each
+        process closes a room only when none saw it in use)."""
         self.config = config
         self.limits = config.rooms
         self.hall = hall
@@ -48,6 +84,10 @@ class Rooms:
         self._rooms: dict[str, Room] = {}  # open and recently closed, by name
         self._busy_at: dict[str, float] = {}  # an open room: when it was last in use
         self._sweeper: asyncio.Task[None] | None = None
+        self.host: ChannelHost = host or HallHost(hall)
+        self.shared = shared
+        self._opening: set[str] = set()  # being opened by this process
+        self._marked: dict[str, float] = {}  # when this process last said a room is in use
 
     # ------------------------------------------------------------------ start and stop
     async def start(self) -> None:
@@ -57,21 +97,22 @@ class Rooms:
         for room in self.store.rooms():
             if room.closed is not None and self.wall() - room.closed > keep_s:
                 with contextlib.suppress(OSError):
-                    self.store.drop(room.name)
+                    await self.store.drop(room.name)
                 continue
             if room.closed is None and room.org not in {o.id for o in self.orgs.all()}:
                 room = replace(room, closed=self.wall(), closed_why="org_removed")
-                self.store.save(room)
+                with contextlib.suppress(OSError):
+                    await self.store.save(room)
             self._rooms[room.name] = room
             if room.closed is None:
                 try:
-                    self.hall.add_channel(self._channel(room))
+                    await self.host.add(self._channel(room), here=False)
                 except Exception as e:  # one room that cannot start keeps no other down
                     log.error("room %s cannot start again (%s): it is closed", room.name, e)
                     self._rooms[room.name] = replace(room, closed=self.wall(),
                                                      closed_why="failed")
                     with contextlib.suppress(OSError):
-                        self.store.save(self._rooms[room.name])
+                        await self.store.save(self._rooms[room.name])
                     continue
                 self._busy_at[room.name] = self.clock.now()
         if self.limits.idle_close_min is not None:
@@ -118,7 +159,7 @@ class Rooms:
             return self.limits.max_clients_per_room
 
     # ------------------------------------------------------------------ open and close
-    def open(self, org_id: str, by: str, colors: tuple[str, ...] | None = None) -> Room:
+    async def open(self, org_id: str, by: str, colors: tuple[str, ...] | None = None) -> Room:
         """A new room of `org_id`, started. RoomRefused when a quota is reached or the colours
         are wrong; OSError if it cannot be kept."""
         org = self.orgs.get(org_id)
@@ -137,15 +178,19 @@ class Rooms:
             raise RoomRefused("bad_deck", f"colors: {e.errors()[0].get('msg')}",
                               "name colours as blue, pink, yellow, green, orange (or 青 桃 黄 "
                               "緑 橙), or leave them out") from None
-        self.store.save(room)
+        self._opening.add(room.name)
         try:
-            self.hall.add_channel(ch)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                self.store.drop(room.name)
-            raise
-        self._rooms[room.name] = room
-        self._busy_at[room.name] = self.clock.now()
+            await self.store.save(room)
+            try:
+                await self.host.add(ch, here=True)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    await self.store.drop(room.name)
+                raise
+            self._rooms[room.name] = room
+            self._busy_at[room.name] = self.clock.now()
+        finally:
+            self._opening.discard(room.name)
         log.info("room %s opened for %s by %r", room.name, org.id, by)
         return room
 
@@ -157,11 +202,11 @@ class Rooms:
         if room.closed is not None:
             return room
         closed = replace(room, closed=self.wall(), closed_why=why)
-        self.store.save(closed)
+        await self.store.save(closed)
         self._rooms[name] = closed
         self._busy_at.pop(name, None)
-        with contextlib.suppress(KeyError):
-            await self.hall.close_channel(name, CLOSED_REASON)
+        self._marked.pop(name, None)
+        await self.host.close(name, CLOSED_REASON)
         log.info("room %s of %s closed (%s)", name, room.org, why)
         return closed
 
@@ -169,6 +214,37 @@ class Rooms:
         for room in self.rooms(org_id):
             if room.closed is None:
                 await self.close(room.name, "org_removed")
+
+    async def adopt(self, name: str, room: Room | None) -> None:
+        """A room's record as another process of a cluster wrote it (None: forgotten): a room
+        opened there is started here, one closed there is closed here. A record this process
+        wrote itself changes nothing."""
+        if name in self._opening:
+            return
+        known = self._rooms.get(name)
+        if room is None:
+            self._rooms.pop(name, None)
+            if known is not None and known.closed is None:
+                self._busy_at.pop(name, None)
+                await self.host.close(name, CLOSED_REASON)
+            return
+        if room.closed is None:
+            if known is None:
+                self._rooms[name] = room
+                self._busy_at[name] = self.clock.now()
+                try:
+                    await self.host.add(self._channel(room), here=False)
+                except Exception as e:  # the others read it: this process only cannot
+                    log.error("room %s opened elsewhere cannot start here: %s", name, e)
+                    self._rooms.pop(name, None)
+                    self._busy_at.pop(name, None)
+            return
+        self._rooms[name] = room
+        if known is not None and known.closed is None:
+            self._busy_at.pop(name, None)
+            self._marked.pop(name, None)
+            await self.host.close(name, CLOSED_REASON)
+            log.info("room %s of %s closed elsewhere (%s)", name, room.org, room.closed_why)
 
     # ------------------------------------------------------------------ idle rooms
     def _in_use(self, svc: ChannelService) -> bool:
@@ -186,13 +262,17 @@ class Rooms:
         clock; returns their names. The server calls it every minute or so; a test calls it
         after moving its clock."""
         idle = self.limits.idle_close_min
-        now = self.clock.now()
+        now, wall = self.clock.now(), self.wall()
         closed = []
         for name in [n for n, r in self._rooms.items() if r.closed is None]:
             svc = self.hall.channels.get(name)
             if svc is not None and self._in_use(svc):
                 self._busy_at[name] = now
+                await self._say_busy(name, wall)
             elif idle is not None and now - self._busy_at.get(name, now) >= idle * 60.0:
+                elsewhere = self.store.busy_at(name) if self.shared else None
+                if elsewhere is not None and wall - elsewhere < idle * 60.0:
+                    continue  # in use on another process of the cluster
                 try:
                     await self.close(name, "idle")
                 except OSError as e:
@@ -201,8 +281,22 @@ class Rooms:
                 closed.append(name)
         return closed
 
+    def _sweep_every_s(self) -> float:
+        return min(60.0, (self.limits.idle_close_min or 1) * 60.0 / 4)
+
+    async def _say_busy(self, name: str, wall: float) -> None:
+        """In a cluster: the room is in use here, said in the store once a sweep or so."""
+        if not self.shared or wall - self._marked.get(name, -1e18) < self._sweep_every_s() / 2:
+            return
+        try:
+            await self.store.mark_busy(name, wall)
+        except OSError as e:
+            log.warning("room %s: its use cannot be said to the cluster now (%s)", name, e)
+            return
+        self._marked[name] = wall
+
     async def _sweep_forever(self) -> None:
-        every_s = min(60.0, (self.limits.idle_close_min or 1) * 60.0 / 4)
+        every_s = self._sweep_every_s()
         while True:
             await asyncio.sleep(every_s)
             try:

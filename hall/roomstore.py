@@ -1,11 +1,11 @@
 """Where organisations, their operators and their rooms are kept across restarts.
 
 `OrgStore` and `RoomStore` read and write typed records; both keep them in a `Bucket`, a
-key-value store of JSON documents (one a key). One bucket today: `FileBucket`, a file of JSON
-lines in `journal_dir` (a put or a delete is one appended, fsynced line; the file is rewritten
-whole, with only what is left, when it is opened). A cluster of servers would give the stores a
-broker's key-value bucket instead (a NATS JetStream KV has these three calls): nothing else
-changes.
+key-value store of JSON documents (one a key), read at once and written before a change is
+answered. On one process: `FileBucket`, a file of JSON lines in `journal_dir` (a put or a delete
+is one appended, fsynced line; the file is rewritten whole, with only what is left, when it is
+opened). A cluster's processes share the broker's key-value bucket instead
+(cluster.records.KvBucket): every process sees every organisation, operator and room.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ class Bucket(Protocol):
         """Every key with its latest document."""
         ...
 
-    def put(self, key: str, value: dict[str, Any]) -> None:
+    async def put(self, key: str, value: dict[str, Any]) -> None:
         """Keep `value` under `key`; OSError if it cannot be kept (nothing changed)."""
         ...
 
-    def delete(self, key: str) -> None:
+    async def delete(self, key: str) -> None:
         """Forget `key`; OSError if that cannot be kept."""
         ...
 
@@ -64,11 +64,11 @@ class FileBucket:
     def items(self) -> dict[str, dict[str, Any]]:
         return dict(self._items)
 
-    def put(self, key: str, value: dict[str, Any]) -> None:
+    async def put(self, key: str, value: dict[str, Any]) -> None:
         self._append({"k": key, "v": value})
         self._items[key] = value
 
-    def delete(self, key: str) -> None:
+    async def delete(self, key: str) -> None:
         if key in self._items:
             self._append({"k": key, "v": None})
             del self._items[key]
@@ -142,17 +142,17 @@ class OrgStore:
     def operators(self) -> list[OrgOperator]:
         return _records(self.bucket, "op/", OrgOperator)
 
-    def save_org(self, org: Org) -> None:
-        self.bucket.put(f"org/{org.id}", asdict(org))
+    async def save_org(self, org: Org) -> None:
+        await self.bucket.put(f"org/{org.id}", asdict(org))
 
-    def drop_org(self, org_id: str) -> None:
+    async def drop_org(self, org_id: str) -> None:
         for op in self.operators():
             if op.org == org_id:
-                self.bucket.delete(f"op/{op.id}")
-        self.bucket.delete(f"org/{org_id}")
+                await self.bucket.delete(f"op/{op.id}")
+        await self.bucket.delete(f"org/{org_id}")
 
-    def save_operator(self, op: OrgOperator) -> None:
-        self.bucket.put(f"op/{op.id}", asdict(op))
+    async def save_operator(self, op: OrgOperator) -> None:
+        await self.bucket.put(f"op/{op.id}", asdict(op))
 
 
 class RoomStore:
@@ -162,10 +162,30 @@ class RoomStore:
     def rooms(self) -> list[Room]:
         return sorted(_records(self.bucket, "room/", Room), key=lambda r: r.opened)
 
-    def save(self, room: Room) -> None:
-        doc = asdict(room)
-        doc["colors"] = list(room.colors) if room.colors is not None else None
-        self.bucket.put(f"room/{room.name}", doc)
+    async def save(self, room: Room) -> None:
+        await self.bucket.put(f"room/{room.name}", room_doc(room))
 
-    def drop(self, name: str) -> None:
-        self.bucket.delete(f"room/{name}")
+    async def drop(self, name: str) -> None:
+        await self.bucket.delete(f"room/{name}")
+        await self.bucket.delete(f"busy/{name}")
+
+    def busy_at(self, name: str) -> float | None:
+        """When a process last saw the room in use (wall clock; a cluster's processes say it
+        in the shared bucket: hall.rooms' idle sweep); None if none said so."""
+        doc = self.bucket.items().get(f"busy/{name}")
+        at = doc.get("at") if doc is not None else None
+        return float(at) if isinstance(at, (int, float)) else None
+
+    async def mark_busy(self, name: str, at: float) -> None:
+        await self.bucket.put(f"busy/{name}", {"at": at})
+
+
+def room_doc(room: Room) -> dict[str, Any]:
+    doc = asdict(room)
+    doc["colors"] = list(room.colors) if room.colors is not None else None
+    return doc
+
+
+def room_of(doc: dict[str, Any]) -> Room | None:
+    """A room's record as kept (None if it is malformed)."""
+    return _record(Room, doc)

@@ -220,9 +220,6 @@ def test_a_referee_joined_through_one_process_is_known_to_every_process(
     c = Cluster(tmp_path, broker, 2, ("main",)).start()
     try:
         a, b = c.servers
-        # rooms on demand are not shared by a cluster's processes yet: refused, saying so
-        r = call(a, "POST", "/api/rooms", json={})
-        assert r.status_code == 409 and r.json()["error"] == "rooms_not_in_cluster", r.text
         # one PIN for the channel on every process (shared through the broker at start)
         pins = {state(s, "main")["pin"] for s in (a, b)}
         assert len(pins) == 1

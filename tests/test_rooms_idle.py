@@ -5,6 +5,8 @@ store keeps what it was told, line by line."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -148,12 +150,41 @@ def test_the_file_bucket_keeps_the_last_word_of_each_key(tmp_path: Path) -> None
     path = tmp_path / "rooms.jsonl"
     store = RoomStore(FileBucket(path))
     a = Room("r-aaaaaaaa", "o-1", 1.0, "x", ("pink",))
-    store.save(a)
-    store.save(Room("r-bbbbbbbb", "o-1", 2.0, "y"))
-    store.save(Room("r-aaaaaaaa", "o-1", 1.0, "x", ("pink",), closed=3.0, closed_why="idle"))
-    store.drop("r-bbbbbbbb")
+
+    async def writes() -> None:
+        await store.save(a)
+        await store.save(Room("r-bbbbbbbb", "o-1", 2.0, "y"))
+        await store.save(Room("r-aaaaaaaa", "o-1", 1.0, "x", ("pink",), closed=3.0,
+                              closed_why="idle"))
+        await store.drop("r-bbbbbbbb")
+
+    asyncio.run(writes())
     with path.open("a", encoding="utf-8") as f:
         f.write('{"k": "room/r-cccccccc", "v": {"name": 1\n')  # a line cut by a crash
     again = RoomStore(FileBucket(path)).rooms()
     assert again == [Room("r-aaaaaaaa", "o-1", 1.0, "x", ("pink",), 3.0, "idle")]
     assert len(path.read_text("utf-8").splitlines()) == 1  # rewritten with what is left
+
+
+def test_in_a_cluster_a_room_in_use_on_another_process_is_not_closed(
+        client: TestClient, clock: ManualClock) -> None:
+    """A cluster's processes share the rooms' store (cluster.records): each says there when a
+    room is in use on it, and none closes a room another saw in use within the idle time."""
+    rooms = client.app.state.rooms  # type: ignore[attr-defined]
+    rooms.shared = True  # as a cluster's registry: the store is every process's
+    h = teacher(client)
+    room = client.post("/api/rooms", headers=h).json()["room"]
+    assert rooms.store.busy_at(room) is None
+    with client.websocket_connect(f"/ws/channels/{room}") as ws:  # a page on this process
+        assert ws.receive_json()["type"] == "hello"
+        assert sweep(client) == []
+    said = rooms.store.busy_at(room)
+    assert said is not None and abs(said - time.time()) < 60  # said to the others
+    # idle here for long; another process saw it in use a minute ago: kept
+    client.portal.call(rooms.store.mark_busy, room, time.time() - 1 * MIN)  # type: ignore
+    clock.advance(500 * MIN)
+    assert sweep(client) == [] and is_open(client, h, room)
+    # the other process's last use older than the idle time: closed
+    client.portal.call(rooms.store.mark_busy, room, time.time() - 121 * MIN)  # type: ignore
+    assert sweep(client) == [room]
+    assert not is_open(client, h, room)

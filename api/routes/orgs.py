@@ -76,7 +76,8 @@ async def create_org(body: OrgRequest, request: Request, _p: Op) -> OrgAnswer:
     """A new organisation and its invite code (8 characters, no look-alikes) and link; its
     quotas default to `rooms.max_open_per_org` and `rooms.max_clients_per_room`."""
     try:
-        org = orgs_of(request).create(body.name, body.max_open_rooms, body.max_clients_per_room)
+        org = await orgs_of(request).create(body.name, body.max_open_rooms,
+                                            body.max_clients_per_room)
     except OSError as e:
         raise cannot_keep(e) from None
     log.info("organisation %s (%r) made by the admin", org.id, org.name)
@@ -93,8 +94,8 @@ async def change_org(org: str, body: OrgPatch, request: Request, _p: Op) -> OrgA
     """Its name or quotas (rooms already open stay open; a lower room quota refuses new
     rooms until enough have closed)."""
     try:
-        changed = orgs_of(request).change(org, body.name, body.max_open_rooms,
-                                          body.max_clients_per_room)
+        changed = await orgs_of(request).change(org, body.name, body.max_open_rooms,
+                                                body.max_clients_per_room)
     except OSError as e:
         raise cannot_keep(e) from None
     return org_answer(request, changed)
@@ -105,7 +106,7 @@ async def rotate_code(org: str, request: Request, _p: Op) -> OrgAnswer:
     """A new invite code: the old code and its link stop working; operators who joined keep
     their tokens."""
     try:
-        changed = orgs_of(request).rotate_code(org)
+        changed = await orgs_of(request).rotate_code(org)
     except OSError as e:
         raise cannot_keep(e) from None
     log.info("organisation %s: the admin gave a new invite code", org)
@@ -121,7 +122,7 @@ async def remove_org(org: str, request: Request, _p: Op) -> OrgRemoved:
     closing = [r.name for r in rooms.rooms(org) if r.closed is None]
     try:
         await rooms.close_org(org)
-        orgs.remove(org)
+        await orgs.remove(org)
     except OSError as e:
         raise cannot_keep(e) from None
     log.info("organisation %s removed by the admin (%d rooms closed)", org, len(closing))
@@ -144,7 +145,7 @@ async def redeem(body: RedeemRequest, request: Request) -> RedeemAnswer:
                        headers={"Retry-After": str(int(e.retry_after_s) + 1)}) from None
     orgs = orgs_of(request)
     try:
-        org, op, token = orgs.redeem(body.code, body.name)
+        org, op, token = await orgs.redeem(body.code, body.name)
     except OSError as e:
         raise cannot_keep(e) from None
     except RoomRefused:

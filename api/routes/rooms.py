@@ -87,15 +87,11 @@ async def open_room(request: Request, p: AnyOp, body: RoomRequest | None = None)
     """Open a room (a channel read by the browsers) for the organisation: its console,
     projector, speaker and referee links, with their QR codes. 409 `too_many_rooms` when the
     organisation's rooms open reach its quota (close one, or ask the admin for more)."""
-    if getattr(request.app.state, "cluster", None) is not None:
-        raise ApiError(409, "rooms_not_in_cluster", "a cluster's processes do not share rooms "
-                       "yet: a room opened here would be unknown to the others",
-                       "open rooms on a one-process server (yomite serve without --bus)")
     body = body or RoomRequest()
     org = whose(p, body.org)
     try:
-        room = rooms_of(request).open(org, p.name,
-                                      tuple(body.colors) if body.colors else None)
+        room = await rooms_of(request).open(org, p.name,
+                                            tuple(body.colors) if body.colors else None)
     except OSError as e:
         raise cannot_keep(e) from None
     return room_answer(request, room)
