@@ -247,13 +247,14 @@ class PeerCors:
         self.known = known
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        known = self.known() if scope["type"] == "http" else None
+        if not known:  # a WebSocket, or no other process known (one process: always)
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers", ()))
         raw = headers.get(b"origin")
         origin = origin_of(raw.decode("latin-1")) if raw else None
-        if origin is None or origin not in self.known():
+        if origin is None or origin not in known:
             await self.app(scope, receive, send)
             return
         allow = [(b"access-control-allow-origin", origin.encode()), (b"vary", b"Origin")]

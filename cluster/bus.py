@@ -12,6 +12,8 @@ What lives there (`yomite` is the prefix, one cluster to a broker or to a prefix
   JSON document a key (cluster.records): every process holds all of them.
 - stream `<PREFIX>_JOURNAL` on `<prefix>.journal.<channel>`: every line of every channel's
   journal, in order, on disk (cluster.journalstream): the truth a new owner replays.
+- subject `<prefix>.pages.<channel>`: how many pages (and speaker pages) of the channel each
+  process has, and the speaker pages' reports (cluster.census).
 - subjects `<prefix>.cmd.<channel>` (request/reply to the owner: cluster.owner),
   `<prefix>.state.<channel>` (the owner's states, whole: cluster.remote).
 """
@@ -58,6 +60,9 @@ class Subjects:
     @property
     def journal_all(self) -> str:
         return f"{self.prefix}.journal.>"
+
+    def pages(self, channel: str) -> str:  # a process's pages of a channel (cluster.census)
+        return f"{self.prefix}.pages.{channel}"
 
     @property
     def released(self) -> str:  # a lease given back (a channel's name): take it now

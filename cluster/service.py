@@ -17,6 +17,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from cluster.bus import Bus
+from cluster.census import SpeakerCensus
 from cluster.node import ClusterNode
 from cluster.records import KvBucket, cluster_rooms
 from cluster.referees import RefereeShare
@@ -60,11 +61,13 @@ def joined(config: Config, url: str, node: str, advertise: str | None = None
         rotations = RotationShare(bus, hall)
         assert bus.records is not None
         records = KvBucket(bus, bus.records)
+        census = SpeakerCensus(bus, hall, node, advertise)
         try:
             await referees.start()
             await rotations.start()
             await member.start()
             await records.start()
+            await census.start()
 
             async def make_rooms(auth: Auth, clock: Clock) -> Rooms:
                 return await cluster_rooms(member, records, rotations, auth, clock)
@@ -73,6 +76,7 @@ def joined(config: Config, url: str, node: str, advertise: str | None = None
             yield member
             await member.drain(config.cluster.drain_s)  # a stop asked for, not a failure
         finally:
+            await census.stop()
             records.on_change = None
             await records.stop()
             await member.stop()

@@ -19,7 +19,7 @@ from hall.errors import ChannelStopped
 from hall.hub import Client, Hub
 from hall.inbox import Item
 from hall.pins import new_pin
-from hall.seam import Latest, RuntimePort, SpeakersPort
+from hall.seam import NOWHERE, CensusPort, Elsewhere, Latest, RuntimePort, SpeakersPort
 from hall.speaker import SpeakerFeed
 from hall.speakerlink import SpeakerLink
 from hall.states import (
@@ -37,7 +37,6 @@ log = logging.getLogger("yomite.hall")
 
 # a speaker page's counters (hall.states.SpeakerHealth); a rise of any but `placed` is trouble
 TROUBLE = ("late", "missed", "resyncs", "epochs", "steps")
-COUNTS = ("placed", *TROUBLE)
 
 
 class ChannelService:
@@ -57,6 +56,7 @@ class ChannelService:
         self.pin_digits = pin_digits
         self.runtime: RuntimePort | None = None
         self.speakers: SpeakersPort | None = None
+        self.census: CensusPort | None = None  # a cluster's: the pages on its other processes
         self.speaker_link: SpeakerLink | None = None  # who may be a speaker (Hall sets it)
         self._last_change: dict[str, float] = {}
         self._tokens: dict[str, tuple[float, float]] = {}  # referee: (tokens, at)
@@ -318,13 +318,25 @@ class ChannelService:
         stats = self.runtime.output_stats() if self.runtime is not None else None
         return output_counters(stats) if stats is not None else None
 
+    def elsewhere(self) -> Elsewhere:
+        return self.census.elsewhere(self.name) if self.census is not None else NOWHERE
+
+    def speaker_pages(self) -> int:
+        """Speaker pages connected, to this process and to a cluster's others."""
+        return len(self.hub.speakers) + self.elsewhere().speakers
+
+    def client_count(self) -> int:
+        """Pages connected, to this process and to a cluster's others."""
+        return len(self.hub.clients) + self.elsewhere().clients
+
     def operator_view(self) -> OperatorView:
+        away = self.elsewhere()
         return OperatorView(
             state=self._state, channel=self.name, seq=self.seq, output=self.audio,
-            speakers=SpeakersView(self.output, len(self.hub.speakers)),
+            speakers=SpeakersView(self.output, len(self.hub.speakers) + away.speakers),
             volume_db=self.volume_db, output_stats=self.output_stats(),
             referees=self.referees(), pin=self.pin, output_info=self.output_info,
-            speaker_health=self.speaker_health(), projector=self.projector)
+            speaker_health=self.speaker_health() + away.health, projector=self.projector)
 
     def speaker_health(self) -> tuple[SpeakerHealth, ...]:
         out = []
@@ -332,9 +344,10 @@ class ChannelService:
             r = c.report
             if r is None:
                 continue
-            counts = {k: int(r[k]) for k in COUNTS}
-            out.append(SpeakerHealth(number=c.number, rtt_ms=r.get("rtt_ms"),
-                                     latency_ms=r.get("latency_ms"), **counts))
+            out.append(SpeakerHealth(
+                number=c.number, placed=int(r["placed"]), late=int(r["late"]),
+                missed=int(r["missed"]), resyncs=int(r["resyncs"]), epochs=int(r["epochs"]),
+                steps=int(r["steps"]), rtt_ms=r.get("rtt_ms"), latency_ms=r.get("latency_ms")))
         return tuple(out)
 
     def speaker_report(self, client: Client, report: dict[str, Any]) -> None:

@@ -17,6 +17,7 @@ from hall.keyfile import load_key
 from hall.loopwatch import LoopWatch
 from hall.pins import kept_pin
 from hall.runtime import ChannelRuntime
+from hall.seam import CensusPort
 from hall.sinks import NoDevice, SinkFactory, default_sink, output_info
 from hall.speaker import ClipStore, SoundingClock, SpeakerFeed
 from hall.speakerlink import SpeakerLink
@@ -56,6 +57,7 @@ class Hall:
         self.scheduling = "as started"  # what `yomite serve` set the event loop's thread to
         self._deck_key: bytes | None = None  # the orders' key, loaded at start
         self._added: dict[str, ChannelConfig] = {}  # channels made while running (rooms)
+        self.census: CensusPort | None = None  # a cluster's: every channel's pages elsewhere
         for ch in config.server.channels:
             self._service(ch)
 
@@ -75,6 +77,7 @@ class Hall:
         )
         svc.speaker_link = SpeakerLink(ch.name, config.journal_dir / ch.name / "speaker.key",
                                        auth)
+        svc.census = self.census
         return svc
 
     def clip_store(self) -> ClipStore:

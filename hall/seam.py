@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from audio.output.events import SinkStats
 from hall.inbox import Item
 from hall.recovery import RecoveryReport
-from hall.states import ChannelState, OperatorView
+from hall.states import ChannelState, OperatorView, SpeakerHealth
 from reader.clock import Clock
 from reader.engine import Engine
 from reader.events import Hold, Release
@@ -75,6 +75,24 @@ class SpeakersPort(Protocol):
         ...
 
     def set_volume(self, volume_db: float) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Elsewhere:
+    """A channel's pages connected to a cluster's other processes (cluster.census)."""
+
+    clients: int = 0
+    speakers: int = 0
+    health: tuple[SpeakerHealth, ...] = ()
+
+
+NOWHERE = Elsewhere()
+
+
+class CensusPort(Protocol):
+    def elsewhere(self, channel: str) -> Elsewhere:
+        """The channel's pages on the cluster's other processes, as they said last."""
+        ...
 
 
 class RuntimePort(Protocol):

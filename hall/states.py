@@ -82,6 +82,7 @@ class SpeakerHealth:
     steps: int  # times its own output's delay stepped (an underrun of the device)
     rtt_ms: float | None  # its clock probes' round trip
     latency_ms: float | None  # its output's delay
+    where: str | None = None  # a cluster's other process it is connected to (None: this one)
 
 
 @dataclass(frozen=True, slots=True)

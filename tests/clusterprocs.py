@@ -23,13 +23,15 @@ TTL = 2.0
 def config(url: str, prefix: str, channels: tuple[str, ...], ttl: float = TTL,
            match: dict[str, Any] | None = None,
            channel: dict[str, Any] | None = None,
-           voice: dict[str, Any] | None = None) -> dict[str, Any]:
+           voice: dict[str, Any] | None = None,
+           server: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "match": match or {"memorise_s": 1, "cards": 4, "prelude": {"enabled": False},
                            "gaps": {"between_verses_s": 0.5, "between_cards_s": 0.5}},
         "voice": voice or {"engine": "estimate", "speed": 1.0},
         "audio": {"output": "null"},
-        "server": {"channels": [{"name": c, **(channel or {})} for c in channels]},
+        "server": {"channels": [{"name": c, **(channel or {})} for c in channels],
+                   **(server or {})},
         "cluster": {"bus": url, "lease_ttl_s": ttl, "prefix": prefix},
     }
 
@@ -38,12 +40,13 @@ class Cluster:
     def __init__(self, tmp: Path, broker: Broker, n: int, channels: tuple[str, ...],
                  ttl: float = TTL, match: dict[str, Any] | None = None,
                  channel: dict[str, Any] | None = None,
-                 voice: dict[str, Any] | None = None) -> None:
+                 voice: dict[str, Any] | None = None,
+                 server: dict[str, Any] | None = None) -> None:
         self.broker = broker
         self.prefix = f"t{os.getpid()}{int(time.monotonic() * 1000) % 100000}"
         self.servers = [Server(_mk(tmp / f"p{i}"),
                                config(broker.url, self.prefix, channels, ttl, match, channel,
-                                      voice),
+                                      voice, server),
                                TOKEN)
                         for i in range(n)]
 

@@ -27,7 +27,7 @@ def _answer(svc: ChannelService, request: Request) -> SpeakerLinkAnswer:
     return SpeakerLinkAnswer(channel=svc.name, url=link.url(found[0].base),
                              bases=[SpeakerBase(base=c.base, url=link.url(c.base))
                                     for c in found],
-                             mode=svc.output, connected=len(svc.hub.speakers))
+                             mode=svc.output, connected=svc.speaker_pages())
 
 
 @router.get("/api/channels/{ch}/speakers", response_model=SpeakerLinkAnswer)

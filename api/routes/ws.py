@@ -70,9 +70,9 @@ async def ws(websocket: WebSocket, ch: str) -> None:
         # the schedule names the next card's clips ahead: only the devices the operator
         # admitted (the console's speaker link) may have it
         refusal = (1008, "speaker_key_needed")
-    elif speaker and len(svc.hub.speakers) >= config.server.speakers.max_per_channel:
+    elif speaker and svc.speaker_pages() >= config.server.speakers.max_per_channel:
         refusal = (1013, "too_many_speakers")
-    elif most is not None and not operates and len(svc.hub.clients) >= most:
+    elif most is not None and not operates and svc.client_count() >= most:
         # a room's quota of pages (its organisation's): its operators' consoles always get in
         refusal = (1013, "room_full")
     lim = config.server.limits

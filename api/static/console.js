@@ -601,7 +601,7 @@
     for (const h of (s && s.speaker_health) || []) {
       const trouble = h.missed + h.late + h.resyncs + h.epochs + h.steps > 0;
       ui.speakers.append(Y.el("div", { class: `speaker-health${trouble ? " bad" : ""}`, "data-n": h.number },
-        t("speaker_health", { n: h.number, missed: h.missed, late: h.late, resyncs: h.resyncs,
+        t("speaker_health", { n: h.where ? `${h.number} (${h.where})` : h.number, missed: h.missed, late: h.late, resyncs: h.resyncs,
           steps: h.steps, epochs: h.epochs,
           rtt: h.rtt_ms === null ? "–" : h.rtt_ms.toFixed(1) })));
     }
