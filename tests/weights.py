@@ -14,6 +14,9 @@ WEIGHTS_S: dict[str, int] = {
     "test_wheel.py": 30,  # measured alone (the wheel built, installed, rendered, served)
     "test_recovery.py": 132,
     "test_cluster.py": 90,  # measured alone (five clusters of 2-3 processes and a broker)
+    "test_cluster_speakers.py": 133,  # measured alone (two clusters, two Chromium speakers)
+    "test_cluster_census.py": 25,  # measured alone (a cluster, a kill, 15 s of expiry)
+    "test_cluster_rooms.py": 20,  # measured alone (three processes, a kill, a restart)
     "test_bench_cluster.py": 100,  # measured alone under load (three clusters, a kill)
     "test_fuzz.py": 103,
     "test_pages.py": 92,
