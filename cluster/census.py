@@ -145,19 +145,21 @@ class SpeakerCensus:
             heard[node] = (self.clock(), e)
         if not heard:
             self._heard.pop(channel, None)
-        if (before[1] if before is not None else NOWHERE) != e:
-            self._show(channel)
+        was = before[1] if before is not None else NOWHERE
+        if (was.speakers, was.health) != (e.speakers, e.health):
+            self._show(channel)  # a count of pages alone is in no view: only quotas use it
 
     def _expire(self) -> None:
         now = self.clock()
         for channel in list(self._heard):
             heard = self._heard[channel]
             gone = [n for n, (at, _e) in heard.items() if now - at > EXPIRE_S]
+            shown = any(heard[n][1].speakers for n in gone)
             for n in gone:
                 del heard[n]
             if not heard:
                 del self._heard[channel]
-            if gone:
+            if shown:
                 self._show(channel)
 
     def _show(self, channel: str) -> None:
