@@ -5,10 +5,11 @@ A page counts where it is connected, but the console may be on another process: 
 console on one process would say "no speaker page is open" while the classroom's Chromebook
 plays through another, show none of its trouble, and a room's page quota would be counted per
 process. So each process says, on `<prefix>.pages.<channel>`, what it has of each channel: at
-once when it changed (checked every `EVERY_S`), and again every `HEARTBEAT_S` while it has any
-page of it; every process keeps the others' last word (`elsewhere`), forgets a process not
-heard from for `EXPIRE_S` (killed), and recomputes its consoles' view when it changed. Only
-counts and a speaker's counters travel: nothing about a card.
+once when its speaker pages changed (checked every `EVERY_S`), and every `HEARTBEAT_S` while it
+has any page of it (a count of pages alone waits for that: only the quotas use it). Every
+process keeps the others' last word (`elsewhere`), forgets a process not heard from for
+`EXPIRE_S` (killed), and recomputes its consoles' view when what they show changed. Only counts
+and a speaker's counters travel: nothing about a card.
 """
 
 from __future__ import annotations
@@ -106,11 +107,15 @@ class SpeakerCensus:
         for name, svc in list(self.hall.channels.items()):
             mine = (len(svc.hub.clients), len(svc.hub.speakers), svc.speaker_health())
             said = self._said.get(name)
-            if said is not None and said[0] == mine and (
-                    mine[0] == 0 or now - said[1] < HEARTBEAT_S):
-                continue
-            if said is None and mine[0] == 0:
-                continue  # nothing to say of a channel nobody ever connected to here
+            if said is None:
+                if mine[0] == 0:
+                    continue  # nothing to say of a channel nobody ever connected to here
+            elif said[0][1:] == mine[1:]:  # its speakers as said: what consoles show
+                if now - said[1] < HEARTBEAT_S:
+                    continue  # a count of pages alone waits for the heartbeat (only quotas
+                    # use it: 10,000 phones joining are not 10,000 messages)
+                if said[0] == mine and mine[0] == 0:
+                    continue  # said that nobody is here: silent from now on
             body = {"node": self.node, "where": self.where, "clients": mine[0],
                     "speakers": mine[1], "health": [asdict(h) for h in mine[2][:MAX_HEALTH]]}
             if not self.bus.connected.is_set():
