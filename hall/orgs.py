@@ -115,9 +115,10 @@ class Orgs:
         hall.rooms first)."""
         org = self.get(org_id)
         await self.store.drop_org(org_id)
-        del self._orgs[org_id]
+        # (in a cluster the store's watch may have reloaded this already: pop, not del)
+        self._orgs.pop(org_id, None)
         for op in self.operators(org_id):
-            del self._operators[op.id]
+            self._operators.pop(op.id, None)
         self.auth.forget_org_operators(org_id)
         return org
 

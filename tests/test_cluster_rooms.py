@@ -1,9 +1,9 @@
 """Rooms and organisations across a cluster's processes (cluster.records), with a real broker
 and three real `yomite serve --bus` processes: an organisation made through one process, its
-code redeemed through another, a room opened through a third is one room everywhere: listed,
+code redeemed and a room opened through another, is one room on all three: listed,
 operated and held through any process, read by one, recovered paused when that one is killed,
-known to a process that starts later, closed everywhere at once; and another organisation's
-operator finds it nowhere."""
+known to a process that starts later, closed everywhere at once; another organisation's
+operator finds it nowhere; a removed organisation's token dies on every process."""
 
 import json
 import time
@@ -156,5 +156,12 @@ def test_a_room_opened_through_one_process_is_one_room_on_every_process(
         assert all(room not in c.describe(s)["owned"] for s in (a, b, x))
         # its history is still read, through any process
         assert req(x, "GET", f"/api/channels/{room}/matches", teacher).status_code == 200
+        # the admin removes the organisation through X: its teacher's token dies everywhere
+        r = req(x, "DELETE", f"/api/orgs/{org.json()['id']}", x.token)
+        assert r.status_code == 200, r.text
+        for s in (a, b, x):
+            wait_for(lambda s=s: req(s, "GET", "/api/session", teacher).status_code == 401, 10,
+                     "the removed organisation's token refused by every process")
+        assert known_operator(a, stranger)  # the other organisation's untouched
     finally:
         c.stop()
