@@ -21,6 +21,7 @@ What lives there (`yomite` is the prefix, one cluster to a broker or to a prefix
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -175,6 +176,18 @@ async def _bucket(js: JetStreamContext, cfg: KeyValueConfig) -> KeyValue:
         return await js.create_key_value(cfg)
     except Exception:
         return await js.key_value(cfg.bucket)
+
+
+async def stop_watch(task: asyncio.Task[None] | None, watcher: Any) -> None:
+    """End a key-value watch: the task that follows it, then the watch itself (a broker gone
+    meanwhile is no error)."""
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    if watcher is not None:
+        with contextlib.suppress(Exception):
+            await watcher.stop()
 
 
 def headers(**kw: Any) -> dict[str, str]:

@@ -22,7 +22,7 @@ from typing import Any
 
 from nats.js.kv import KeyValue
 
-from cluster.bus import Bus
+from cluster.bus import Bus, stop_watch
 from cluster.node import ClusterNode
 from cluster.rotations import RotationShare
 from cluster.shared import channel_secrets, share
@@ -85,15 +85,8 @@ class KvBucket:
 
     # ------------------------------------------------------------------ the watch
     async def _unwatch(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-        if self._watcher is not None:
-            with contextlib.suppress(Exception):
-                await self._watcher.stop()
-            self._watcher = None
+        task, watcher, self._task, self._watcher = self._task, self._watcher, None, None
+        await stop_watch(task, watcher)
 
     async def _watch(self) -> None:
         """Read every key's latest value (the watch's first updates, up to its empty marker),

@@ -9,12 +9,11 @@ another process put (hall.auth.Auth.apply_row).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from typing import Any
 
-from cluster.bus import Bus
+from cluster.bus import Bus, stop_watch
 from hall.auth import Auth
 
 log = logging.getLogger("yomite.cluster")
@@ -38,15 +37,8 @@ class RefereeShare:
         await self._unwatch()
 
     async def _unwatch(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-        if self._watcher is not None:
-            with contextlib.suppress(Exception):
-                await self._watcher.stop()
-            self._watcher = None
+        task, watcher, self._task, self._watcher = self._task, self._watcher, None, None
+        await stop_watch(task, watcher)
 
     async def _watch(self) -> None:
         await self._unwatch()
