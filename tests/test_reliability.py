@@ -92,7 +92,12 @@ def test_a_stalled_client_is_dropped_and_slows_nobody(server):
 
             async def read_good() -> None:  # a good client reads as the states come
                 while len(seqs) < n:
-                    m = json.loads(await good.recv())
+                    # bound by progress, not by a total: a server the stalled client blocks
+                    # sends nothing more, however long we wait; a loaded machine (each hold
+                    # is fsynced to the journal first) only goes slower (336 of the 600 in
+                    # 120 s seen once under the whole suite and two burners)
+                    async with asyncio.timeout(60):
+                        m = json.loads(await good.recv())
                     if m["type"] == "state":
                         seqs.append(m["seq"])
 
@@ -101,8 +106,7 @@ def test_a_stalled_client_is_dropped_and_slows_nobody(server):
             for i in range(n):  # 300 hands go up, then down, as fast as the operator can
                 kind = "hold" if i < n // 2 else "release"
                 await op.send(json.dumps({"type": kind, "referee": f"x{i % (n // 2)}"}))
-            async with asyncio.timeout(120):
-                await reading
+            await reading
             draining.cancel()
             return first, seqs
 
