@@ -25,6 +25,7 @@ from nats.js.kv import KeyValue
 from cluster.bus import Bus, stop_watch
 from cluster.node import ClusterNode
 from cluster.rotations import RotationShare
+from cluster.seats import KvSeats
 from cluster.shared import channel_secrets, share
 from hall.auth import Auth
 from hall.config import ChannelConfig
@@ -194,7 +195,8 @@ async def cluster_rooms(node: ClusterNode, records: KvBucket, rotations: Rotatio
     config = node.hall.config
     orgs = Orgs(OrgStore(records), auth, config.rooms)
     rooms = Rooms(config, node.hall, orgs, RoomStore(records), clock,
-                  host=ClusterHost(node, rotations), shared=True)
+                  host=ClusterHost(node, rotations), shared=True,
+                  seats=KvSeats(records.kv, records.items))
     await rooms.start()
     share_ = RoomShare(rooms, orgs)
     records.on_change = share_.changed

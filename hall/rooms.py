@@ -54,6 +54,31 @@ class ChannelHost(Protocol):
         ...
 
 
+class Seats(Protocol):
+    """The quotas' seats: on one process the rooms counted here are exact (`Unlimited`: no
+    seat to take); in a cluster each open room takes a seat in its organisation's quota and
+    the server's, agreed through the broker (cluster.seats)."""
+
+    async def take(self, pool: str, room: str, most: int) -> bool:
+        """A seat in `pool` (an organisation's id; "" the server's) for `room`; False when
+        `most` rooms hold one. OSError if it cannot be known."""
+        ...
+
+    async def give_back(self, pool: str, room: str) -> None:
+        """`room`'s seat freed; OSError if that cannot be kept."""
+        ...
+
+
+class Unlimited:
+    """One process: the count of the rooms it holds is the quota (Rooms.open checks it)."""
+
+    async def take(self, pool: str, room: str, most: int) -> bool:
+        return True
+
+    async def give_back(self, pool: str, room: str) -> None:
+        return None
+
+
 class HallHost:
     """One process: the room's channel runs in its hall."""
 
@@ -71,7 +96,7 @@ class HallHost:
 class Rooms:
     def __init__(self, config: Config, hall: Hall, orgs: Orgs, store: RoomStore, clock: Clock,
                  wall: Callable[[], float] = time.time, host: ChannelHost | None = None,
-                 shared: bool = False) -> None:
+                 shared: bool = False, seats: Seats | None = None) -> None:
         """`shared`: the store is a cluster's (the rooms in use are said there, and each
         process closes a room only when none saw it in use)."""
         self.config = config
@@ -86,6 +111,7 @@ class Rooms:
         self._sweeper: asyncio.Task[None] | None = None
         self.host: ChannelHost = host or HallHost(hall)
         self.shared = shared
+        self.seats: Seats = seats or Unlimited()
         self._opening: set[str] = set()  # being opened by this process
         self._marked: dict[str, float] = {}  # when this process last said a room is in use
 
@@ -164,13 +190,9 @@ class Rooms:
         are wrong; OSError if it cannot be kept."""
         org = self.orgs.get(org_id)
         if self.open_count(org.id) >= org.max_open_rooms:
-            raise RoomRefused("too_many_rooms", f"{org.name} has {org.max_open_rooms} rooms "
-                              "open, the most it may", "close a room you no longer use, or "
-                              "ask the association's admin for a larger quota")
+            raise _too_many(org.name, org.max_open_rooms)
         if self.open_count(None) >= self.limits.max_open:
-            raise RoomRefused("server_full", f"this server has {self.limits.max_open} rooms "
-                              "open, the most it takes (rooms.max_open)",
-                              "close a room you no longer use, or ask the association's admin")
+            raise _server_full(self.limits.max_open)
         room = Room(self._new_name(), org.id, self.wall(), by, colors)
         try:
             ch = self._channel(room)
@@ -180,12 +202,14 @@ class Rooms:
                               "緑 橙), or leave them out") from None
         self._opening.add(room.name)
         try:
-            await self.store.save(room)
+            await self._take_seats(room, org.name, org.max_open_rooms)
             try:
+                await self.store.save(room)
                 await self.host.add(ch, here=True)
             except BaseException:
                 with contextlib.suppress(OSError):
                     await self.store.drop(room.name)
+                await self._give_back_seats(room)
                 raise
             self._rooms[room.name] = room
             self._busy_at[room.name] = self.clock.now()
@@ -207,8 +231,32 @@ class Rooms:
         self._busy_at.pop(name, None)
         self._marked.pop(name, None)
         await self.host.close(name, CLOSED_REASON)
+        await self._give_back_seats(room)
         log.info("room %s of %s closed (%s)", name, room.org, why)
         return closed
+
+    async def _take_seats(self, room: Room, org_name: str, most: int) -> None:
+        """The room's seats in its organisation's quota and the server's (in a cluster the
+        counts above are as this process heard last: the seats are exact)."""
+        if not await self.seats.take(room.org, room.name, most):
+            raise _too_many(org_name, most)
+        try:
+            full = not await self.seats.take("", room.name, self.limits.max_open)
+        except BaseException:
+            await self._give_back_seats(room)
+            raise
+        if full:
+            await self._give_back_seats(room)
+            raise _server_full(self.limits.max_open)
+
+    async def _give_back_seats(self, room: Room) -> None:
+        """Best effort: a seat whose room is closed is free anyway (cluster.seats)."""
+        for pool in (room.org, ""):
+            try:
+                await self.seats.give_back(pool, room.name)
+            except OSError as e:
+                log.warning("room %s: its seat in %r is given back later (%s)", room.name,
+                            pool or "the server", e)
 
     async def close_org(self, org_id: str) -> None:
         for room in self.rooms(org_id):
@@ -315,3 +363,15 @@ class Rooms:
             if (name not in self.hall.channels and name not in self._rooms
                     and not (self.config.journal_dir / name).exists()):
                 return name
+
+
+def _too_many(org_name: str, most: int) -> RoomRefused:
+    return RoomRefused("too_many_rooms", f"{org_name} has {most} rooms open, the most it may",
+                       "close a room you no longer use, or ask the association's admin for a "
+                       "larger quota")
+
+
+def _server_full(most: int) -> RoomRefused:
+    return RoomRefused("server_full", f"this server has {most} rooms open, the most it takes "
+                       "(rooms.max_open)",
+                       "close a room you no longer use, or ask the association's admin")

@@ -24,8 +24,10 @@ def config(url: str, prefix: str, channels: tuple[str, ...], ttl: float = TTL,
            match: dict[str, Any] | None = None,
            channel: dict[str, Any] | None = None,
            voice: dict[str, Any] | None = None,
-           server: dict[str, Any] | None = None) -> dict[str, Any]:
+           server: dict[str, Any] | None = None,
+           rooms: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
+        **({"rooms": rooms} if rooms else {}),
         "match": match or {"memorise_s": 1, "cards": 4, "prelude": {"enabled": False},
                            "gaps": {"between_verses_s": 0.5, "between_cards_s": 0.5}},
         "voice": voice or {"engine": "estimate", "speed": 1.0},
@@ -41,12 +43,13 @@ class Cluster:
                  ttl: float = TTL, match: dict[str, Any] | None = None,
                  channel: dict[str, Any] | None = None,
                  voice: dict[str, Any] | None = None,
-                 server: dict[str, Any] | None = None) -> None:
+                 server: dict[str, Any] | None = None,
+                 rooms: dict[str, Any] | None = None) -> None:
         self.broker = broker
         self.prefix = f"t{os.getpid()}{int(time.monotonic() * 1000) % 100000}"
         self.servers = [Server(_mk(tmp / f"p{i}"),
                                config(broker.url, self.prefix, channels, ttl, match, channel,
-                                      voice, server),
+                                      voice, server, rooms),
                                TOKEN)
                         for i in range(n)]
 
