@@ -188,8 +188,11 @@ def create_app(
             pool.start(config.voice, rate)
         desk = Desk(config, hall)  # after the hall: it matches rounds with channel journals
         app.state.desk = desk
+        desk_watch = None
         try:
             await desk.start()
+            if member is not None:  # the other processes' changes to the tournaments
+                desk_watch = await app.state.cluster.watch_desk(desk.tournament_store)
         except BaseException:
             await registry.stop()
             if member is not None:
@@ -210,6 +213,8 @@ def create_app(
             yield
         finally:
             await app.state.gc.stop()
+            if desk_watch is not None:
+                await desk_watch.stop()
             await desk.stop()
             await registry.stop()
             if member is not None:

@@ -12,6 +12,8 @@ What lives there (`yomite` is the prefix, one cluster to a broker or to a prefix
   JSON document a key (cluster.records): every process holds all of them.
 - stream `<PREFIX>_JOURNAL` on `<prefix>.journal.<channel>`: every line of every channel's
   journal, in order, on disk (cluster.journalstream): the truth a new owner replays.
+- subject `<prefix>.desk`: a tournament of the desk written by one process: the others load
+  it again from the desk's database (cluster.deskwatch).
 - subject `<prefix>.pages.<channel>`: how many pages (and speaker pages) of the channel each
   process has, and the speaker pages' reports (cluster.census).
 - subjects `<prefix>.cmd.<channel>` (request/reply to the owner: cluster.owner),
@@ -64,6 +66,10 @@ class Subjects:
 
     def pages(self, channel: str) -> str:  # a process's pages of a channel (cluster.census)
         return f"{self.prefix}.pages.{channel}"
+
+    @property
+    def desk(self) -> str:  # a tournament written by one process (cluster.deskwatch)
+        return f"{self.prefix}.desk"
 
     @property
     def released(self) -> str:  # a lease given back (a channel's name): take it now

@@ -68,6 +68,7 @@ class ClusterNode:
         # the rooms' registry of this process (cluster.records.cluster_rooms; set by
         # cluster.service.joined, called by the app with its operators' auth and clock)
         self.make_rooms: Callable[..., Awaitable[Any]] | None = None
+        self.watch_desk: Callable[..., Awaitable[Any]] | None = None
 
     async def start(self) -> None:
         await self.alive.acquire()  # counted by the others from now on

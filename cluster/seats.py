@@ -18,7 +18,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from nats.js.errors import KeyDeletedError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
@@ -27,6 +27,8 @@ log = logging.getLogger("yomite.cluster")
 
 SERVER_POOL = "_server"  # not an organisation id (hall.orgs.ID_ALPHABET)
 OPENING_S = 60.0  # a seat with no room record yet: the room is being opened
+T = TypeVar("T")
+Seats = dict[str, float]  # room: when its seat was taken (wall clock)
 TRIES = 50  # compare-and-set rounds lost to other processes before giving up (EAGAIN)
 
 
@@ -41,30 +43,37 @@ class KvSeats:
     async def take(self, pool: str, room: str, most: int) -> bool:
         """A seat in `pool` (an organisation's id; "" is the server's) for `room`; False when
         `most` rooms hold one. OSError if the broker cannot say."""
-        key = _key(pool)
-        for _ in range(TRIES):
-            seats, revision = await self._read(key)
+        def step(seats: Seats) -> tuple[bool, Seats | None]:
             live = {n: t for n, t in seats.items() if self._held(n, t)}
             if room in live:
-                return True
+                return True, None
             if len(live) >= most:
-                return False
+                return False, None
             live[room] = self.wall()
-            if await self._write(key, live, revision):
-                return True
-        raise OSError(errno.EAGAIN, f"{key}: {TRIES} tries lost to other processes")
+            return True, live
+
+        return await self._change(_key(pool), step)
 
     async def give_back(self, pool: str, room: str) -> None:
         """`room`'s seat freed (one it does not hold: nothing). OSError if the broker cannot
         keep it: the seat is free anyway once the room's record says it is closed."""
-        key = _key(pool)
+        def step(seats: Seats) -> tuple[None, Seats | None]:
+            if room not in seats:
+                return None, None
+            del seats[room]
+            return None, seats
+
+        await self._change(_key(pool), step)
+
+    async def _change(self, key: str, step: Callable[[Seats], tuple[T, Seats | None]]) -> T:
+        """`step` on the key's seats, written by compare-and-set (read and computed again
+        while another process wrote first); `step` says its answer and the seats to write
+        (None: nothing to write)."""
         for _ in range(TRIES):
             seats, revision = await self._read(key)
-            if room not in seats:
-                return
-            del seats[room]
-            if await self._write(key, seats, revision):
-                return
+            out, new = step(seats)
+            if new is None or await self._write(key, new, revision):
+                return out
         raise OSError(errno.EAGAIN, f"{key}: {TRIES} tries lost to other processes")
 
     def _held(self, room: str, taken: float) -> bool:
@@ -73,7 +82,7 @@ class KvSeats:
             return self.wall() - taken < OPENING_S
         return doc.get("closed") is None
 
-    async def _read(self, key: str) -> tuple[dict[str, float], int]:
+    async def _read(self, key: str) -> tuple[Seats, int]:
         try:
             entry = await self.kv.get(key)
         except (KeyNotFoundError, KeyDeletedError):  # never written, or deleted
@@ -89,7 +98,7 @@ class KvSeats:
                  if isinstance(v, int | float)} if isinstance(doc, dict) else {}
         return seats, int(entry.revision or 0)
 
-    async def _write(self, key: str, seats: dict[str, float], revision: int) -> bool:
+    async def _write(self, key: str, seats: Seats, revision: int) -> bool:
         """False when another process wrote the key since `revision` was read."""
         raw = json.dumps(seats, separators=(",", ":")).encode()
         try:

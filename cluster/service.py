@@ -3,7 +3,8 @@
 `share_secrets` runs before the server is made (its own short connection): the keys, the
 operator's token and the channels' PINs every process must agree on (cluster.shared).
 `joined` is the hall's companion for the server's life: the connection, the journal's mirror,
-the leases (cluster.node), the shared records of organisations and rooms (cluster.records).
+the leases (cluster.node), the shared records of organisations and rooms (cluster.records),
+the desk's tournaments told to the other processes (cluster.deskwatch).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from cluster.bus import Bus
 from cluster.census import SpeakerCensus
+from cluster.deskwatch import DeskWatch
 from cluster.node import ClusterNode
 from cluster.records import KvBucket, cluster_rooms
 from cluster.referees import RefereeShare
@@ -25,6 +27,7 @@ from cluster.rotations import RotationShare
 from cluster.shared import secrets_of, share
 from hall.auth import Auth
 from hall.config import Config
+from hall.deskstore import DeskStore
 from hall.hall import Hall
 from hall.rooms import Rooms
 from reader.clock import Clock
@@ -72,7 +75,13 @@ def joined(config: Config, url: str, node: str, advertise: str | None = None
             async def make_rooms(auth: Auth, clock: Clock) -> Rooms:
                 return await cluster_rooms(member, records, rotations, auth, clock)
 
+            async def watch_desk(store: DeskStore) -> DeskWatch:
+                watch = DeskWatch(bus, store, node, config.cluster.desk_refresh_s)
+                await watch.start()
+                return watch
+
             member.make_rooms = make_rooms
+            member.watch_desk = watch_desk
             yield member
             await member.drain(config.cluster.drain_s)  # a stop asked for, not a failure
         finally:

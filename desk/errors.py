@@ -35,6 +35,12 @@ class Conflict(DeskError):
     code = "out_of_order"
 
 
+class Stale(Conflict):
+    """A change computed from a version of the tournament that is no longer the latest:
+    another process of a cluster (or another server on the same database) changed it first.
+    The desk's store loads the latest and computes the change again."""
+
+
 class Invalid(DeskError):
     """Input that cannot be right (a CSV line without a name, 30 cards of 17)."""
 

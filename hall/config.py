@@ -250,6 +250,10 @@ class ClusterConfig(Frozen):
     # a process stopping while others are alive hands each match it reads over at a card's end,
     # waiting at most this long for it (0: at once, recovered paused by the next, as a crash)
     drain_s: float = Field(60.0, ge=0, le=600)
+    # the desk's tournaments (on one database: desk.database_url on PostgreSQL) compared with
+    # the database this often by each process: what another process's announcement, lost on
+    # the way, would have said (cluster.deskwatch)
+    desk_refresh_s: float = Field(5.0, ge=0.5, le=3600)
 
 
 class Config(Frozen):

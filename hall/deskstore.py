@@ -4,6 +4,13 @@ Every step runs in that thread (the desk's own inbox): load the tournament from 
 `desk.tournament` compute the change, write it in one transaction, keep the new tournament in
 memory. The event loop never waits on the database, so a referee's hold is never slowed by a
 result being written. Live pages wait on a tournament's version.
+
+Several processes on one database (a cluster's, on PostgreSQL): each change is written only if
+the tournament's version is still the one it was computed from (desk.repository); when another
+process wrote first (`Stale`), the latest is loaded and the change computed again from it, so
+two desks entering results at once both land. `announce(tid, replaced)` tells the others
+(cluster.deskwatch), which `reload` what changed; `refresh` compares every version with the
+database's (what a lost announcement missed).
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from desk import tournament as ops
-from desk.errors import Conflict, Invalid, NotFound, StorageError
+from desk.errors import Conflict, Invalid, NotFound, Stale, StorageError
 from desk.export import RESERVED_IDS, TOURNAMENT_ID
 from desk.model import Settings, Tournament
 from hall.config import Config
@@ -30,6 +37,9 @@ if TYPE_CHECKING:  # SQLAlchemy and Alembic are loaded when the database is firs
 log = logging.getLogger("yomite.desk")
 
 T = TypeVar("T")
+# a change computed again from the latest version at most this many times (each time another
+# process wrote first: every try means someone's change landed)
+MAX_TRIES = 50
 Op = Callable[[Tournament], "ops.Change | None"]
 
 
@@ -50,6 +60,8 @@ class DeskStore:
         self._changed: dict[str, asyncio.Event] = {}
         self._on_replaced = on_replaced
         self._opening = asyncio.Lock()
+        # told of every tournament written here: (id, stored whole or deleted)
+        self.announce: Callable[[str, bool], None] | None = None
 
     # ------------------------------------------------------------------ life
     async def open(self) -> bool:
@@ -146,6 +158,7 @@ class DeskStore:
         out = await self._call(work)
         self._on_replaced(t.id)
         self._notify(t.id)
+        self._announce(t.id, True)
         return out
 
     async def delete(self, tid: str) -> None:
@@ -159,43 +172,123 @@ class DeskStore:
         await self._call(work)
         self._on_replaced(tid)
         self._notify(tid)
+        self._announce(tid, True)
 
     async def change(self, tid: str, op: Op) -> Tournament:
-        """Apply one desk step: computed, written and kept in memory in the database thread."""
+        """Apply one desk step: computed, written and kept in memory in the database thread
+        (computed again from the latest version while another process wrote first)."""
         repo = await self._ready()
 
         def work() -> tuple[Tournament, bool]:
-            t = self.get(tid)
-            ch = op(t)
-            if ch is None:
-                return t, False
-            repo.apply(tid, t.version, ch)
-            new = ops.apply(t, ch)
-            self.cache[tid] = new
-            return new, True
+            for _ in range(MAX_TRIES):
+                t = self.get(tid)
+                ch = op(t)
+                if ch is None:
+                    return t, False
+                try:
+                    repo.apply(tid, t.version, ch)
+                except Stale:
+                    self._load(repo, tid)
+                    continue
+                new = ops.apply(t, ch)
+                self.cache[tid] = new
+                return new, True
+            raise Stale("the tournament was changed meanwhile, again and again",
+                        "reload the desk and do it again")
 
         t, changed = await self._call(work)
         if changed:
             self._notify(tid)
+            self._announce(tid, False)
         return t
 
     async def changes(self, tid: str, make: Callable[[Tournament], Sequence[ops.Change]]
                       ) -> Tournament:
         """Several changes computed together (every block's pairing): all are checked before
-        the first is written; each is its own transaction."""
+        the first is written; each is its own transaction. If another process wrote first,
+        they are computed again from the latest, as long as none was written; after that, the
+        rest is refused (Stale: the desk shows the latest, and is asked to do it again)."""
         repo = await self._ready()
 
         def work() -> Tournament:
-            t = self.get(tid)
-            for ch in make(t):
-                repo.apply(tid, t.version, ch)
-                t = ops.apply(t, ch)
-                self.cache[tid] = t
-            return t
+            for _ in range(MAX_TRIES):
+                t = self.get(tid)
+                written = False
+                try:
+                    for ch in make(t):
+                        repo.apply(tid, t.version, ch)
+                        written = True
+                        t = ops.apply(t, ch)
+                        self.cache[tid] = t
+                except Stale:
+                    self._load(repo, tid)
+                    if written:
+                        raise
+                    continue
+                return t
+            raise Stale("the tournament was changed meanwhile, again and again",
+                        "reload the desk and do it again")
 
-        out = await self._call(work)
-        self._notify(tid)
+        before = self.get(tid).version
+        try:
+            out = await self._call(work)
+        finally:
+            if (t := self.cache.get(tid)) is not None and t.version != before:
+                self._notify(tid)
+                self._announce(tid, False)
         return out
+
+    # ------------------------------------------------------------------ other processes
+    def _load(self, repo: Repository, tid: str) -> Tournament | None:
+        """The database's tournament into memory (in the database thread)."""
+        t = repo.load(tid)
+        if t is None:
+            self.cache.pop(tid, None)
+        else:
+            self.cache[tid] = t
+        return t
+
+    async def reload(self, tid: str, replaced: bool = False) -> bool:
+        """Another process wrote `tid` (`replaced`: stored whole or deleted): the database's
+        version into memory, and the live pages told. True if it changed here."""
+        if self.repo is None:
+            return False
+        repo = self.repo
+        before = self.cache.get(tid)
+        t = await self._call(self._load, repo, tid)
+        if t is not None and before is not None and t.version == before.version \
+                and not replaced:
+            return False
+        if replaced or t is None or before is None or t.version < before.version:
+            self._on_replaced(tid)
+        self._notify(tid)
+        return True
+
+    async def refresh(self) -> int:
+        """Every tournament whose version here is not the database's, loaded again (and those
+        deleted, forgotten): what an announcement lost on the way would have said. The number
+        that changed."""
+        if self.repo is None:
+            if self.fault is not None or _no_file_yet(self.config.desk.database_url):
+                return 0
+            await self._ready()  # another process made the first tournament
+            assert self.repo is not None
+        repo = self.repo
+        summaries = await self._call(repo.summaries)
+        there = {s.id: s.version for s in summaries}
+        stale = [tid for tid, v in there.items()
+                 if (t := self.cache.get(tid)) is None or t.version != v]
+        gone = [tid for tid in self.cache if tid not in there]
+        for tid in stale + gone:
+            await self.reload(tid, replaced=tid in gone)
+        return len(stale) + len(gone)
+
+    def _announce(self, tid: str, replaced: bool) -> None:
+        if self.announce is not None:
+            try:
+                self.announce(tid, replaced)
+            except Exception:  # the others catch up at their next refresh
+                log.exception("desk: telling the other processes of %s failed", tid)
 
     # ------------------------------------------------------------------ live pages
     def _notify(self, tid: str) -> None:

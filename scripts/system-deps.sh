@@ -11,7 +11,7 @@
 set -euo pipefail
 want=(libportaudio2 libasound2-plugins pulseaudio-utils espeak-ng)
 if [ "${1:-run}" = test ]; then
-    want+=(pulseaudio chromium fonts-noto-cjk rubberband-cli ffmpeg nats-server)
+    want+=(pulseaudio chromium fonts-noto-cjk rubberband-cli ffmpeg nats-server postgresql)
 fi
 missing=()
 for p in "${want[@]}"; do

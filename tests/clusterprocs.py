@@ -25,9 +25,11 @@ def config(url: str, prefix: str, channels: tuple[str, ...], ttl: float = TTL,
            channel: dict[str, Any] | None = None,
            voice: dict[str, Any] | None = None,
            server: dict[str, Any] | None = None,
-           rooms: dict[str, Any] | None = None) -> dict[str, Any]:
+           rooms: dict[str, Any] | None = None,
+           desk: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         **({"rooms": rooms} if rooms else {}),
+        **({"desk": desk} if desk else {}),
         "match": match or {"memorise_s": 1, "cards": 4, "prelude": {"enabled": False},
                            "gaps": {"between_verses_s": 0.5, "between_cards_s": 0.5}},
         "voice": voice or {"engine": "estimate", "speed": 1.0},
@@ -44,12 +46,13 @@ class Cluster:
                  channel: dict[str, Any] | None = None,
                  voice: dict[str, Any] | None = None,
                  server: dict[str, Any] | None = None,
-                 rooms: dict[str, Any] | None = None) -> None:
+                 rooms: dict[str, Any] | None = None,
+                 desk: dict[str, Any] | None = None) -> None:
         self.broker = broker
         self.prefix = f"t{os.getpid()}{int(time.monotonic() * 1000) % 100000}"
         self.servers = [Server(_mk(tmp / f"p{i}"),
                                config(broker.url, self.prefix, channels, ttl, match, channel,
-                                      voice, server, rooms),
+                                      voice, server, rooms, desk),
                                TOKEN)
                         for i in range(n)]
 

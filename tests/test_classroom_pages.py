@@ -78,6 +78,19 @@ def wait_phase(server: Server, phase: str, timeout_s: float = 30) -> dict[str, A
     raise AssertionError(f"the match never reached {phase}: {s}")
 
 
+def wait_started(server: Server, seed: int, timeout_s: float = 60) -> dict[str, Any]:
+    """The channel's state once the match of `seed` has started, in whatever phase it is by
+    then: a loaded machine's poll may come after a one-second memorisation is over (a fresh
+    clone's run found it finished)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        s = api(server, "GET", "/api/channels/main")
+        if s["match"] and s["match"]["seed"] == seed and s["match"]["phase"] != "ready":
+            return s
+        time.sleep(0.05)
+    raise AssertionError(f"the match of seed {seed} never started: {s}")
+
+
 def test_presets_settings_projector_and_replay(server: Server, browser: Browser) -> None:
     errors: list[str] = []
     console = open_page(browser, f"{server.base}/console#token={TOKEN}", errors)
@@ -108,7 +121,7 @@ def test_presets_settings_projector_and_replay(server: Server, browser: Browser)
     expect(console.locator("#poem-count")).to_contain_text("1 首")
     console.fill("#seed", "77")
     console.click("#start")
-    s = wait_phase(server, "memorising")
+    s = wait_started(server, 77)
     m = s["match"]
     assert s["preset"] == "classroom" and s["voice"]["speed"] == 2.5
     assert m["seed"] == 77 and m["cards_planned"] == 2

@@ -3,6 +3,8 @@ the entries as CSV."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
@@ -26,12 +28,26 @@ from api.desk.models import (
     PlayerPatch,
 )
 from desk import tournament as ops
-from desk.entries import BadField, entry, read_entries, write_csv
+from desk.entries import BadField, Entry, entry, read_entries, write_csv
 from desk.errors import Invalid, NotFound
 from desk.model import Tournament
 from desk.views import desk_view
 
 router = APIRouter(prefix=PREFIX, tags=["tournaments"])
+
+
+def _adding(es: list[Entry], *, late: bool = False
+            ) -> tuple[list[int], Callable[[Tournament], ops.Change]]:
+    """The step that adds `es`, and the numbers it gave them once it ran (the players added
+    just before by another desk, or another process, are not these)."""
+    added: list[int] = []
+
+    def op(t: Tournament) -> ops.Change:
+        ch = ops.add_players(t, es, late=late)
+        added[:] = [p.no for p in ch.players]
+        return ch
+
+    return added, op
 
 
 @router.post("/{tid}/entries", summary="Add players (or late entries)", responses=ERRORS,
@@ -43,9 +59,9 @@ async def add_entries(tid: str, body: Entries, request: Request, _p: Op) -> Entr
     except BadField as e:
         raise Invalid(str(e), "correct the entry", code="bad_entry",
                       params={"column": e.column, "reason": e.reason, **e.params}) from None
-    before = len(d.get(tid).players)
-    t = await d.change(tid, lambda t: ops.add_players(t, es, late=body.late))
-    return EntriesAdded(added=[p.no for p in t.players[before:]], tournament=desk_answer(d, t))
+    added, op = _adding(es, late=body.late)
+    t = await d.change(tid, op)
+    return EntriesAdded(added=added, tournament=desk_answer(d, t))
 
 
 @router.post("/{tid}/entries.csv", summary="Import entries from a CSV file", responses=ERRORS,
@@ -57,9 +73,9 @@ async def import_csv(tid: str, request: Request, _p: Op) -> EntriesAdded:
     d.get(tid)
     raw = await read_body(request, d.config.desk.max_upload_kb)
     es, warnings = read_entries(raw)
-    before = len(d.get(tid).players)
-    t = await d.change(tid, lambda t: ops.add_players(t, es))
-    return EntriesAdded(added=[p.no for p in t.players[before:]],
+    added, op = _adding(es)
+    t = await d.change(tid, op)
+    return EntriesAdded(added=added,
                         warnings=[w.detail for w in warnings],
                         notices=[{"code": w.code, "detail": w.detail, "params": w.params}
                                  for w in warnings],

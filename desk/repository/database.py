@@ -11,6 +11,7 @@ from sqlalchemy import (
     Engine,
     create_engine,
     event,
+    text,
 )
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
@@ -21,6 +22,10 @@ from .store import Repository
 log = logging.getLogger("yomite.desk")
 
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+# PostgreSQL's advisory lock held while the schema is brought up to date: the processes of a
+# cluster start together on one database, and two migrations at once would both create the
+# tables (the second fails); the second waits, then finds the schema at the head
+MIGRATION_LOCK = 0x796F6D69  # "yomi"
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -43,6 +48,8 @@ def migrate(engine: Engine, revision: str = "head") -> None:
     cfg = AlembicConfig()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     with engine.begin() as conn:
+        if engine.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK})
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
 

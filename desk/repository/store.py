@@ -18,7 +18,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from ..errors import Conflict, StorageError
+from ..errors import Conflict, Stale, StorageError
 from ..model import (
     Block,
     Confirmed,
@@ -203,7 +203,7 @@ class Repository:
                              .where(TournamentRow.id == tid, TournamentRow.version == version)
                              .values(version=version + 1))
             if done.rowcount != 1:  # type: ignore[attr-defined]
-                raise Conflict("the tournament was changed meanwhile",
+                raise Stale("the tournament was changed meanwhile",
                                "reload the desk and do it again")
             self._write(s, tid, change)
 

@@ -1,0 +1,197 @@
+"""The desk (大会本部) of a cluster: two real `yomite serve --bus` processes on one real
+PostgreSQL server (started by the test on loopback) and a real broker. A tournament made
+through one process is on the other's desk; a live page on B wakes at a change made through
+A; twenty entries sent at the same instant, half through each process, all land with twenty
+different numbers (each process kept its own copy: without the version check and the change
+computed again from the latest, half were refused or overwrote each other); a deletion through
+B is a 404 on A. These run with the refresh off (an hour): only the announcements can tell.
+A change written to the database by another program (no announcement) is found by every
+process's refresh. Four processes migrating an empty database at once all open it (the
+migration's lock)."""
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import yaml
+
+from tests.clusterprocs import Cluster, broker_fixture, wait_for  # noqa: F401 (the fixture)
+from tests.natsbroker import Broker
+from tests.pgserver import Postgres
+from tests.serverproc import ROOT, Server
+
+
+@pytest.fixture(name="pg")
+def pg_fixture() -> Iterator[Postgres]:
+    p = Postgres().start()
+    try:
+        yield p
+    finally:
+        p.stop()
+
+
+def tournament(s: Server, tid: str) -> httpx2.Response:
+    return httpx2.get(f"{s.base}/api/tournaments/{tid}", headers=s.op, timeout=20)
+
+
+def players(s: Server, tid: str) -> list[dict[str, Any]]:
+    r = tournament(s, tid)
+    assert r.status_code == 200, r.text
+    out: list[dict[str, Any]] = r.json()["players"]
+    return out
+
+
+def add_at_once(servers: list[Server], tid: str) -> list[httpx2.Response]:
+    """One entry through each of `servers`, all let go at the same instant."""
+    gate = threading.Barrier(len(servers))
+    out: list[Any] = [None] * len(servers)
+
+    def one(i: int, s: Server) -> None:
+        with httpx2.Client(base_url=s.base, headers=s.op, timeout=60) as c:
+            c.get(f"/api/tournaments/{tid}")  # the connection made before the gate
+            gate.wait()
+            out[i] = c.post(f"/api/tournaments/{tid}/entries",
+                            json={"players": [{"name": f"選手{i:02d}", "club": "東"}]})
+
+    threads = [threading.Thread(target=one, args=(i, s)) for i, s in enumerate(servers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert all(r is not None for r in out), "an entry was never answered"
+    return out
+
+
+def two_on(tmp: Path, broker: Broker, pg: Postgres, refresh_s: float) -> Cluster:
+    c = Cluster(tmp, broker, 2, ("a",), desk={"database_url": pg.url})
+    for s in c.servers:  # (the config file as written, with the refresh)
+        cfg = yaml.safe_load(s.config_path.read_text("utf-8"))
+        cfg["cluster"]["desk_refresh_s"] = refresh_s
+        s.config_path.write_text(yaml.safe_dump(cfg, allow_unicode=True), "utf-8")
+    return c.start()
+
+
+def make_tournament(s: Server) -> None:
+    r = httpx2.post(f"{s.base}/api/tournaments", headers=s.op, timeout=30,
+                    json={"id": "city-2026", "name": "市民大会", "day": "2026-12-04"})
+    assert r.status_code == 200, r.text
+
+
+def test_two_processes_serve_one_desk(tmp_path: Path, broker: Broker, pg: Postgres) -> None:
+    c = two_on(tmp_path, broker, pg, 3600)
+    try:
+        a, b = c.servers
+        make_tournament(a)
+        t0 = time.monotonic()
+        wait_for(lambda: tournament(b, "city-2026").status_code == 200, 30,
+                 "the tournament on B")
+        print(f"\nmade on A, on B's desk after {(time.monotonic() - t0) * 1000:.0f} ms")
+        version = tournament(b, "city-2026").json()["version"]
+
+        # a live page on B (long poll past the version it has) wakes at a change through A
+        woke: list[Any] = []
+
+        def poll() -> None:
+            r = httpx2.get(f"{b.base}/api/tournaments/city-2026", headers=b.op, timeout=60,
+                           params={"after": version})
+            woke.append((time.monotonic(), r))
+
+        waiter = threading.Thread(target=poll)
+        waiter.start()
+        time.sleep(0.5)  # the poll is waiting on B (or answers at once: the check below)
+        r = httpx2.post(f"{a.base}/api/tournaments/city-2026/entries", headers=a.op,
+                        timeout=30, json={"players": [{"name": "一番", "club": "東"}]})
+        assert r.status_code == 200, r.text
+        sent = time.monotonic()
+        waiter.join(60)
+        assert woke, "B's live page never answered"
+        at, answer = woke[0]
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["version"] > version
+        assert [p["name"] for p in answer.json()["players"]] == ["一番"]
+        print(f"A's entry answered, B's live page woke {(at - sent) * 1000:.0f} ms later")
+
+        # twenty entries at the same instant, ten through each process: every one lands
+        answers = add_at_once([a, b] * 10, "city-2026")
+        assert [x.status_code for x in answers] == [200] * 20, [x.text for x in answers]
+        numbers = [x.json()["added"] for x in answers]
+        assert all(len(n) == 1 for n in numbers), numbers
+        assert sorted(n[0] for n in numbers) == list(range(2, 22)), numbers
+        for s in (a, b):
+            wait_for(lambda s=s: len(players(s, "city-2026")) == 21, 30,
+                     "the twenty-one players on both")
+            got = {p["no"]: p["name"] for p in players(s, "city-2026")}
+            for i, n in enumerate(numbers):
+                assert got[n[0]] == f"選手{i:02d}", (n, got)
+
+        # deleted through B: gone from A
+        r = httpx2.delete(f"{b.base}/api/tournaments/city-2026", headers=b.op, timeout=30)
+        assert r.status_code == 200, r.text
+        wait_for(lambda: tournament(a, "city-2026").status_code == 404, 30,
+                 "the deletion on A")
+    finally:
+        c.stop()
+
+
+def test_a_change_no_process_announced_is_found_by_the_refresh(
+        tmp_path: Path, broker: Broker, pg: Postgres) -> None:
+    c = two_on(tmp_path, broker, pg, 1.0)
+    try:
+        a, b = c.servers
+        make_tournament(a)
+        wait_for(lambda: tournament(b, "city-2026").status_code == 200, 30,
+                 "the tournament on B")
+        # a change no process announced (another program on the database): every process
+        # finds it at its next refresh
+        from desk import tournament as ops
+        from desk.entries import entry
+        from desk.repository import open_repository
+
+        repo = open_repository(pg.url)
+        try:
+            t = repo.load("city-2026")
+            assert t is not None
+            repo.apply("city-2026", t.version, ops.add_players(t, [entry("外部")]))
+        finally:
+            repo.close()
+        t0 = time.monotonic()
+        for s in (a, b):
+            wait_for(lambda s=s: any(p["name"] == "外部" for p in players(s, "city-2026")),
+                     30, "the unannounced change on both")
+        print(f"an unannounced change on both after {time.monotonic() - t0:.1f} s "
+              f"(refresh every 1 s)")
+    finally:
+        c.stop()
+
+
+OPEN_AT = """
+import sys, time
+import alembic.command, alembic.config, psycopg  # noqa: F401 (loaded before the instant)
+from desk.repository import open_repository
+at = float(sys.argv[2])
+time.sleep(max(0.0, at - time.time()))  # every process lets go at the same instant
+repo = open_repository(sys.argv[1])
+print(len(repo.summaries()))
+"""
+
+
+def test_processes_migrating_an_empty_database_at_once_all_open_it(pg: Postgres) -> None:
+    """Four processes (as a cluster's start) open the empty database at the same instant:
+    each brings the schema up to date under PostgreSQL's advisory lock, so all four open it
+    (without the lock, the others failed creating the tables the first was creating)."""
+    at = time.time() + 5.0  # past every process's imports, even on a loaded machine
+    procs = [subprocess.Popen([sys.executable, "-c", OPEN_AT, pg.url, str(at)], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for _ in range(4)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert time.time() > at
+    failed = [err.decode()[-600:] for p, (_o, err) in zip(procs, outs, strict=True)
+              if p.returncode != 0]
+    assert not failed, failed
+    assert [o.decode().strip() for o, _e in outs] == ["0"] * 4
