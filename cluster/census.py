@@ -5,11 +5,14 @@ A page counts where it is connected, but the console may be on another process: 
 console on one process would say "no speaker page is open" while the classroom's Chromebook
 plays through another, show none of its trouble, and a room's page quota would be counted per
 process. So each process says, on `<prefix>.pages.<channel>`, what it has of each channel: at
-once when its speaker pages changed (checked every `EVERY_S`), and every `HEARTBEAT_S` while it
-has any page of it (a count of pages alone waits for that: only the quotas use it). Every
-process keeps the others' last word (`elsewhere`), forgets a process not heard from for
-`EXPIRE_S` (killed), and recomputes its consoles' view when what they show changed. Only counts
-and a speaker's counters travel: nothing about a card.
+once when its speaker pages changed (checked every `EVERY_S`), and every `heartbeat_s` (5 s,
+`cluster.pages_heartbeat_s`) while it has any page of it (a count of pages alone waits for that:
+only the quotas use it), except near a room's page quota: within `near(quota)` pages of it, a
+count that changed is said at once too, so a class joining through two processes passes the
+quota by at most the pages joined in `EVERY_S`, not in a heartbeat. Every process keeps the
+others' last word (`elsewhere`), forgets a process not heard from for three heartbeats
+(killed), and recomputes its consoles' view when what they show changed. Only counts and a
+speaker's counters travel: nothing about a card.
 """
 
 from __future__ import annotations
@@ -34,9 +37,14 @@ log = logging.getLogger("yomite.cluster")
 
 EVERY_S = 0.5
 HEARTBEAT_S = 5.0
-EXPIRE_S = 3 * HEARTBEAT_S
 MAX_MESSAGE = 64 * 1024
 MAX_HEALTH = 64  # speaker pages' reports in one message (server.speakers.max_per_channel: 16)
+
+
+def near(quota: int) -> int:
+    """How close to a room's page quota a changed count is said at once (a quarter of it, at
+    least 2: 15 pages of 60)."""
+    return max(2, quota // 4)
 
 
 def _health(h: dict[str, Any], where: str) -> SpeakerHealth:
@@ -51,8 +59,12 @@ def _health(h: dict[str, Any], where: str) -> SpeakerHealth:
 
 class SpeakerCensus:
     def __init__(self, bus: Bus, hall: Hall, node: str, where: str | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 heartbeat_s: float = HEARTBEAT_S) -> None:
         """`where`: how this process is named on the others' consoles (its address)."""
+        self.heartbeat_s = heartbeat_s
+        # a channel's page quota (a room's; None: none): set with the rooms' registry
+        self.quota: Callable[[str], int | None] = lambda _channel: None
         self.bus = bus
         self.hall = hall
         self.node = node
@@ -111,7 +123,8 @@ class SpeakerCensus:
                 if mine[0] == 0:
                     continue  # nothing to say of a channel nobody ever connected to here
             elif said[0][1:] == mine[1:]:  # its speakers as said: what consoles show
-                if now - said[1] < HEARTBEAT_S:
+                if now - said[1] < self.heartbeat_s and not self._near(name, said[0][0],
+                                                                        mine[0]):
                     continue  # a count of pages alone waits for the heartbeat (only quotas
                     # use it: 10,000 phones joining are not 10,000 messages)
                 if said[0] == mine and mine[0] == 0:
@@ -125,6 +138,13 @@ class SpeakerCensus:
             self._said[name] = (mine, now)
         for name in [n for n in self._said if n not in self.hall.channels]:
             del self._said[name]
+
+    def _near(self, channel: str, said: int, now: int) -> bool:
+        """A count that changed near the channel's page quota (said at once)."""
+        quota = self.quota(channel)
+        if quota is None or said == now:
+            return False
+        return max(said, now) + self.elsewhere(channel).clients >= quota - near(quota)
 
     # ------------------------------------------------------------------ hearing theirs
     async def _on_msg(self, msg: Any) -> None:
@@ -158,7 +178,7 @@ class SpeakerCensus:
         now = self.clock()
         for channel in list(self._heard):
             heard = self._heard[channel]
-            gone = [n for n, (at, _e) in heard.items() if now - at > EXPIRE_S]
+            gone = [n for n, (at, _e) in heard.items() if now - at > 3 * self.heartbeat_s]
             shown = any(heard[n][1].speakers for n in gone)
             for n in gone:
                 del heard[n]

@@ -3,8 +3,8 @@
 tournaments in memory. A process that wrote a tournament says so on `<prefix>.desk` (its id,
 and whether it was stored whole or deleted); the others load it again from the database at
 once and wake their live pages. An announcement lost on the way (the broker restarting) is
-caught by `refresh` every `cluster.desk_refresh_s` (5 s): each tournament's version compared with the
-database's. Two processes changing one tournament at once never lose a change: each is
+caught by `refresh` every `cluster.desk_refresh_s` (5 s): each tournament's version compared
+with the database's. Two processes changing one tournament at once never lose a change: each is
 written only on the version it was computed from, and computed again when another process
 wrote first (hall.deskstore). Only a tournament's id travels on the bus.
 """

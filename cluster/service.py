@@ -64,7 +64,8 @@ def joined(config: Config, url: str, node: str, advertise: str | None = None
         rotations = RotationShare(bus, hall)
         assert bus.records is not None
         records = KvBucket(bus, bus.records)
-        census = SpeakerCensus(bus, hall, node, advertise)
+        census = SpeakerCensus(bus, hall, node, advertise,
+                               heartbeat_s=config.cluster.pages_heartbeat_s)
         try:
             await referees.start()
             await rotations.start()
@@ -73,7 +74,9 @@ def joined(config: Config, url: str, node: str, advertise: str | None = None
             await census.start()
 
             async def make_rooms(auth: Auth, clock: Clock) -> Rooms:
-                return await cluster_rooms(member, records, rotations, auth, clock)
+                rooms = await cluster_rooms(member, records, rotations, auth, clock)
+                census.quota = rooms.max_clients  # near a room's quota, counts said at once
+                return rooms
 
             async def watch_desk(store: DeskStore) -> DeskWatch:
                 watch = DeskWatch(bus, store, node, config.cluster.desk_refresh_s)

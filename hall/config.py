@@ -254,6 +254,10 @@ class ClusterConfig(Frozen):
     # the database this often by each process: what another process's announcement, lost on
     # the way, would have said (cluster.deskwatch)
     desk_refresh_s: float = Field(5.0, ge=0.5, le=3600)
+    # how often a process says how many pages it has of each channel (a room's page quota
+    # counts them); near a room's quota a change is said at once. A process not heard from
+    # for three of these is forgotten (cluster.census)
+    pages_heartbeat_s: float = Field(5.0, ge=1, le=3600)
 
 
 class Config(Frozen):

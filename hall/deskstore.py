@@ -196,9 +196,11 @@ class DeskStore:
             raise Stale("the tournament was changed meanwhile, again and again",
                         "reload the desk and do it again")
 
+        before = self.get(tid).version
         t, changed = await self._call(work)
-        if changed:
+        if changed or t.version != before:  # (or another process's change, loaded here)
             self._notify(tid)
+        if changed:
             self._announce(tid, False)
         return t
 

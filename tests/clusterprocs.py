@@ -26,7 +26,8 @@ def config(url: str, prefix: str, channels: tuple[str, ...], ttl: float = TTL,
            voice: dict[str, Any] | None = None,
            server: dict[str, Any] | None = None,
            rooms: dict[str, Any] | None = None,
-           desk: dict[str, Any] | None = None) -> dict[str, Any]:
+           desk: dict[str, Any] | None = None,
+           cluster: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         **({"rooms": rooms} if rooms else {}),
         **({"desk": desk} if desk else {}),
@@ -36,7 +37,7 @@ def config(url: str, prefix: str, channels: tuple[str, ...], ttl: float = TTL,
         "audio": {"output": "null"},
         "server": {"channels": [{"name": c, **(channel or {})} for c in channels],
                    **(server or {})},
-        "cluster": {"bus": url, "lease_ttl_s": ttl, "prefix": prefix},
+        "cluster": {"bus": url, "lease_ttl_s": ttl, "prefix": prefix, **(cluster or {})},
     }
 
 
@@ -47,12 +48,13 @@ class Cluster:
                  voice: dict[str, Any] | None = None,
                  server: dict[str, Any] | None = None,
                  rooms: dict[str, Any] | None = None,
-                 desk: dict[str, Any] | None = None) -> None:
+                 desk: dict[str, Any] | None = None,
+                 cluster: dict[str, Any] | None = None) -> None:
         self.broker = broker
         self.prefix = f"t{os.getpid()}{int(time.monotonic() * 1000) % 100000}"
         self.servers = [Server(_mk(tmp / f"p{i}"),
                                config(broker.url, self.prefix, channels, ttl, match, channel,
-                                      voice, server, rooms, desk),
+                                      voice, server, rooms, desk, cluster),
                                TOKEN)
                         for i in range(n)]
 

@@ -19,7 +19,6 @@ from typing import Any
 
 import httpx2
 import pytest
-import yaml
 
 from tests.clusterprocs import Cluster, broker_fixture, wait_for  # noqa: F401 (the fixture)
 from tests.natsbroker import Broker
@@ -69,12 +68,8 @@ def add_at_once(servers: list[Server], tid: str) -> list[httpx2.Response]:
 
 
 def two_on(tmp: Path, broker: Broker, pg: Postgres, refresh_s: float) -> Cluster:
-    c = Cluster(tmp, broker, 2, ("a",), desk={"database_url": pg.url})
-    for s in c.servers:  # (the config file as written, with the refresh)
-        cfg = yaml.safe_load(s.config_path.read_text("utf-8"))
-        cfg["cluster"]["desk_refresh_s"] = refresh_s
-        s.config_path.write_text(yaml.safe_dump(cfg, allow_unicode=True), "utf-8")
-    return c.start()
+    return Cluster(tmp, broker, 2, ("a",), desk={"database_url": pg.url},
+                   cluster={"desk_refresh_s": refresh_s}).start()
 
 
 def make_tournament(s: Server) -> None:
