@@ -15,6 +15,7 @@ by a crash is matched with its channel's journal at the next start.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -36,6 +37,10 @@ from reader.events import Bow, Close, ExtraCard, Start
 from reader.programme import Phase
 
 log = logging.getLogger("yomite.desk")
+
+# how long a round's start waits for a channel read by another process of a cluster to show
+# its new match's journal here
+JOURNAL_WAIT_S = 5.0
 
 
 def _journal_time(name: str) -> datetime | None:
@@ -249,11 +254,7 @@ class Desk:
                            "finish or abort the channel's match at the console, then start "
                            "again", params={"why": "channel_busy", "channel": ch,
                                             "round": number}) from None
-        rt = svc.runtime
-        assert rt is not None  # _channel gives running channels only
-        engine = rt.engine
-        seed = engine.deck.seed if engine is not None else 0
-        journal = rt.journal_path.name if rt.journal_path else None
+        seed, journal = await self._match_of(svc)
         for r in rounds:
             await self.change(tid, partial(_confirm, block=r.block, number=number, seed=seed,
                                            journal=journal))
@@ -261,6 +262,29 @@ class Desk:
                  ", ".join(r.block for r in rounds), ch, seed, journal)
         return {"channel": ch, "blocks": [r.block for r in rounds], "seed": seed,
                 "journal": journal, "waits_after_bow": waits}
+
+    async def _match_of(self, svc: ChannelService) -> tuple[int, str | None]:
+        """The seed and the journal file of the match just prepared on the channel: its
+        engine's, here; for a cluster's channel owned by another process, the seed its state
+        says and the journal once this process's copy of the broker's journal has the match's
+        header (stored before the owner answered: a moment; JOURNAL_WAIT_S at most)."""
+        rt = svc.runtime
+        assert rt is not None  # _channel gives running channels only
+        if rt.engine is not None:
+            return rt.engine.deck.seed, rt.journal_path.name if rt.journal_path else None
+        mv = svc.operator_view().match
+        seed = mv.snapshot.seed if mv is not None else 0
+        deadline = asyncio.get_running_loop().time() + JOURNAL_WAIT_S
+        while True:
+            h, path = rt.header, rt.journal_path
+            if h is not None and path is not None and h.get("deck", {}).get("seed") == seed:
+                return seed, path.name
+            if asyncio.get_running_loop().time() > deadline:
+                log.warning("desk: channel %s's journal of seed %d not seen in %.0f s: the "
+                            "round is matched with it at the next start", svc.name, seed,
+                            JOURNAL_WAIT_S)
+                return seed, None
+            await asyncio.sleep(0.02)
 
     def waits_after_bow(self, r: Round) -> bool:
         """Whether starting round `r` reads 「礼」 alone and waits for the mats (rule 2)."""

@@ -7,7 +7,9 @@ computed again from the latest, half were refused or overwrote each other); a de
 B is a 404 on A. These run with the refresh off (an hour): only the announcements can tell.
 A change written to the database by another program (no announcement) is found by every
 process's refresh. Four processes migrating an empty database at once all open it (the
-migration's lock)."""
+migration's lock). A whole tournament day through B's desk while A owns two of its four
+channels: the rounds B starts there answer the seed and the journal of A's match (they
+answered seed 0 and no journal: the desk read them from an engine B does not have)."""
 
 import subprocess
 import sys
@@ -190,3 +192,40 @@ def test_processes_migrating_an_empty_database_at_once_all_open_it(pg: Postgres)
               if p.returncode != 0]
     assert not failed, failed
     assert [o.decode().strip() for o, _e in outs] == ["0"] * 4
+
+
+def test_a_tournament_day_through_one_process_of_a_cluster(
+        tmp_path: Path, broker: Broker, pg: Postgres) -> None:
+    """tests/test_desk_server.py's whole day (40 entries, four blocks on four channels, six
+    rounds with a late entry and withdrawals, the referees' results, a tied final and its extra
+    card) through B's desk, while A owns two of the four channels: the rounds B starts on them
+    are prepared and started through the broker, their states come back to B's desk and its
+    referees' results."""
+    from tests.desk_sim import CHANNELS, Desk
+    from tests.desk_sim import config as day_config
+    from tests.test_desk_server import tournament_day
+
+    day = day_config()
+    c = Cluster(tmp_path, broker, 2, tuple(CHANNELS), match=day["match"], voice=day["voice"],
+                server={"security": day["server"]["security"]},
+                desk={**day["desk"], "database_url": pg.url}).start()
+    try:
+        a, b = c.servers
+        # A, started first, took the four; it hands two over to B (a channel between two
+        # owners answers 503 "try again" for a moment): the day starts once each has two
+        wait_for(lambda: [len(c.describe(s)["owned"]) for s in (a, b)] == [2, 2], 60,
+                 "two channels owned by each process")
+        on_a = sorted(c.describe(a)["owned"])
+        print(f"\nchannels owned by A: {on_a}, by B: {sorted(c.describe(b)['owned'])}")
+        d = Desk(b.base, b.op)
+        try:
+            tournament_day(d, b)
+        finally:
+            d.close()
+        # A's desk has the same day
+        r = httpx2.get(f"{a.base}/api/tournaments/day", headers=a.op, timeout=20)
+        assert r.status_code == 200, r.text
+        assert r.json()["version"] == httpx2.get(f"{b.base}/api/tournaments/day",
+                                                 headers=b.op, timeout=20).json()["version"]
+    finally:
+        c.stop()
