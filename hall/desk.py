@@ -15,55 +15,27 @@ by a crash is matched with its channel's journal at the next start.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
 from desk import tournament as ops
 from desk.errors import Conflict, NotFound
-from desk.model import Reading, ReadingStatus, Round, Tournament
+from desk.model import ReadingStatus, Round, Tournament
 from hall.channel import ChannelService
 from hall.config import Config
 from hall.deskstore import DeskStore, Op, now_iso
 from hall.deskviews import PUBLIC_READING, Builds, Built, Kind, build_view, json_bytes
 from hall.hall import Hall
 from hall.inbox import PrepareMatch
+from hall.roundstarts import confirm_step, match_of, reconcile, start_step, undo_step
 from hall.states import RefereeView
 from reader.errors import ReaderError
 from reader.events import Bow, Close, ExtraCard, Start
 from reader.programme import Phase
 
 log = logging.getLogger("yomite.desk")
-
-# how long a round's start waits for a channel read by another process of a cluster to show
-# its new match's journal here
-JOURNAL_WAIT_S = 5.0
-
-
-def _journal_time(name: str) -> datetime | None:
-    """The UTC time in a journal's file name (`20250101T093000.123456-seed42.jsonl`)."""
-    try:
-        return datetime.strptime(name.split("-seed")[0], "%Y%m%dT%H%M%S.%f").replace(tzinfo=UTC)
-    except ValueError:
-        return None
-
-
-def _start(t: Tournament, *, block: str, number: int, channel: str, at: str, again: bool
-           ) -> ops.Change:
-    return ops.start_reading(t, block, number, channel, at, again=again)
-
-
-def _confirm(t: Tournament, *, block: str, number: int, seed: int, journal: str | None
-             ) -> ops.Change:
-    return ops.confirm_reading(t, block, number, seed, journal)
-
-
-def _undo(t: Tournament, *, block: str, number: int, reading: Reading | None) -> ops.Change:
-    return ops.ReadingChanged(block, number, reading)
-
 
 class Desk:
     def __init__(self, config: Config, hall: Hall | None) -> None:
@@ -79,7 +51,7 @@ class Desk:
         if not await self.tournament_store.open():
             return
         for t in list(self.tournament_store.cache.values()):
-            await self._reconcile(t)
+            await reconcile(t, self.change, self._channel, self.config)
         log.info("desk: %d tournament(s) loaded", len(self.tournament_store.cache))
 
     async def stop(self) -> None:
@@ -232,7 +204,7 @@ class Desk:
         previous = {r.block: r.reading for r in rounds}
         at = now_iso()
         for r in rounds:  # the intent first: a crash after this is matched up at start-up
-            await self.change(tid, partial(_start, block=r.block, number=number, channel=ch,
+            await self.change(tid, partial(start_step, block=r.block, number=number, channel=ch,
                                            at=at, again=again))
         t = self.get(tid)
         colour = rounds[0].colour
@@ -248,43 +220,20 @@ class Desk:
                 await svc.apply(Start())
         except ReaderError as e:
             for r in rounds:
-                await self.change(tid, partial(_undo, block=r.block, number=number,
+                await self.change(tid, partial(undo_step, block=r.block, number=number,
                                                reading=previous[r.block]))
             raise Conflict(f"channel {ch} cannot read round {number}: {e}",
                            "finish or abort the channel's match at the console, then start "
                            "again", params={"why": "channel_busy", "channel": ch,
                                             "round": number}) from None
-        seed, journal = await self._match_of(svc)
+        seed, journal = await match_of(svc)
         for r in rounds:
-            await self.change(tid, partial(_confirm, block=r.block, number=number, seed=seed,
+            await self.change(tid, partial(confirm_step, block=r.block, number=number, seed=seed,
                                            journal=journal))
         log.info("desk %s: round %d of %s read on channel %s (seed %d, %s)", tid, number,
                  ", ".join(r.block for r in rounds), ch, seed, journal)
         return {"channel": ch, "blocks": [r.block for r in rounds], "seed": seed,
                 "journal": journal, "waits_after_bow": waits}
-
-    async def _match_of(self, svc: ChannelService) -> tuple[int, str | None]:
-        """The seed and the journal file of the match just prepared on the channel: its
-        engine's, here; for a cluster's channel owned by another process, the seed its state
-        says and the journal once this process's copy of the broker's journal has the match's
-        header (stored before the owner answered: a moment; JOURNAL_WAIT_S at most)."""
-        rt = svc.runtime
-        assert rt is not None  # _channel gives running channels only
-        if rt.engine is not None:
-            return rt.engine.deck.seed, rt.journal_path.name if rt.journal_path else None
-        mv = svc.operator_view().match
-        seed = mv.snapshot.seed if mv is not None else 0
-        deadline = asyncio.get_running_loop().time() + JOURNAL_WAIT_S
-        while True:
-            h, path = rt.header, rt.journal_path
-            if h is not None and path is not None and h.get("deck", {}).get("seed") == seed:
-                return seed, path.name
-            if asyncio.get_running_loop().time() > deadline:
-                log.warning("desk: channel %s's journal of seed %d not seen in %.0f s: the "
-                            "round is matched with it at the next start", svc.name, seed,
-                            JOURNAL_WAIT_S)
-                return seed, None
-            await asyncio.sleep(0.02)
 
     def waits_after_bow(self, r: Round) -> bool:
         """Whether starting round `r` reads 「礼」 alone and waits for the mats (rule 2)."""
@@ -383,36 +332,6 @@ class Desk:
                            "close a round once its cards are read",
                            params={"why": "nothing_to_close", "round": number})
         return done
-
-    async def _reconcile(self, t: Tournament) -> None:
-        """A start cut short by a crash: the round said `starting`. If its channel's latest
-        journal began after the request, that match is the round's; otherwise the start never
-        reached the channel and the round waits to be started again."""
-        for r in t.rounds:
-            if r.reading is None or r.reading.status is not ReadingStatus.STARTING:
-                continue
-            svc = self._channel(r.reading.channel)
-            rt = svc.runtime if svc is not None else None
-            path = rt.journal_path if rt is not None else None
-            began = _journal_time(path.name) if path is not None else None
-            try:
-                asked = datetime.fromisoformat(r.reading.requested_at)
-            except ValueError:
-                asked = None
-            if began is not None and asked is not None and began >= asked and rt is not None:
-                engine = rt.engine
-                seed = engine.deck.seed if engine is not None else 0
-                assert path is not None
-                await self.change(t.id, partial(_confirm, block=r.block, number=r.number,
-                                                seed=seed, journal=path.name))
-                log.warning("desk %s: round %d of block %s: the start was interrupted; its "
-                            "channel match %s is the round's", t.id, r.number, r.block,
-                            path.name)
-            else:
-                await self.change(t.id, partial(_undo, block=r.block, number=r.number,
-                                                reading=None))
-                log.warning("desk %s: round %d of block %s: the start was interrupted before "
-                            "its channel read it; start it again", t.id, r.number, r.block)
 
     def block_of_channel_referee(self, channel: str) -> tuple[RefereeView, ...]:
         svc = self._channel(channel)
