@@ -78,15 +78,14 @@ class DeskWatch:
             self._inbox.put_nowait((tid, replaced))
 
     async def _run(self) -> None:
-        """One at a time, in order: the announcements, and every `refresh_s` the refresh."""
+        """One at a time, in order: the announcements, and every `refresh_s` the refresh (the
+        first at once: what changed while this process was loading the tournaments)."""
         loop = asyncio.get_running_loop()
-        next_refresh = loop.time() + self.refresh_s
+        next_refresh = loop.time()
         while True:
-            try:
-                async with asyncio.timeout(max(0.0, next_refresh - loop.time())):
-                    tid, replaced = await self._inbox.get()
-            except TimeoutError:
-                next_refresh = loop.time() + self.refresh_s
+            now = loop.time()
+            if now >= next_refresh:  # (due: before any announcement waiting)
+                next_refresh = now + self.refresh_s
                 try:
                     n = await self.store.refresh()
                 except Exception as e:  # the database away: the next refresh tries again
@@ -95,6 +94,11 @@ class DeskWatch:
                     continue
                 if n:
                     log.info("desk: %d tournament(s) loaded again at the refresh", n)
+                continue
+            try:
+                async with asyncio.timeout(next_refresh - now):
+                    tid, replaced = await self._inbox.get()
+            except TimeoutError:
                 continue
             try:
                 await self.store.reload(tid, replaced)

@@ -15,6 +15,8 @@ by a crash is matched with its channel's journal at the next start.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -29,7 +31,14 @@ from hall.deskstore import DeskStore, Op, now_iso
 from hall.deskviews import PUBLIC_READING, Builds, Built, Kind, build_view, json_bytes
 from hall.hall import Hall
 from hall.inbox import PrepareMatch
-from hall.roundstarts import confirm_step, match_of, reconcile, start_step, undo_step
+from hall.roundstarts import (
+    START_GRACE_S,
+    confirm_step,
+    match_of,
+    reconcile,
+    start_step,
+    undo_step,
+)
 from hall.states import RefereeView
 from reader.errors import ReaderError
 from reader.events import Bow, Close, ExtraCard, Start
@@ -42,6 +51,7 @@ class Desk:
         self.config = config
         self.hall = hall
         self.tournament_store = DeskStore(config, self._forget)
+        self._later: asyncio.Task[None] | None = None  # starts reconciled after the grace
         # the live pages' views and the public files: built once per version, shared
         self.views = Builds(self.get)
         self._filled: dict[tuple[str, Kind], tuple[Built, bytes, bytes]] = {}
@@ -50,11 +60,27 @@ class Desk:
     async def start(self) -> None:
         if not await self.tournament_store.open():
             return
+        later = 0
         for t in list(self.tournament_store.cache.values()):
-            await reconcile(t, self.change, self._channel, self.config)
+            later += await reconcile(t, self.change, self._channel, self.config)
+        if later:  # a cluster's: those another process may have been starting, once it is past
+            self._later = asyncio.get_running_loop().create_task(self._reconcile_later())
         log.info("desk: %d tournament(s) loaded", len(self.tournament_store.cache))
 
+    async def _reconcile_later(self) -> None:
+        while True:
+            await asyncio.sleep(START_GRACE_S)
+            later = 0
+            for t in self.tournaments():
+                later += await reconcile(t, self.change, self._channel, self.config)
+            if not later:
+                return
+
     async def stop(self) -> None:
+        if self._later is not None:
+            self._later.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._later
         await self.tournament_store.close()
         self.views.close()
 
@@ -139,7 +165,12 @@ class Desk:
         current = rt.journal_path.name if rt.journal_path is not None else None
         if r.reading.status is ReadingStatus.STARTING:
             return {"state": "unconfirmed", "channel": r.reading.channel}
-        if current is None or current != r.reading.journal:
+        if r.reading.journal is None:  # (a cluster's start that did not see the journal)
+            h = rt.header
+            same = h is not None and h.get("deck", {}).get("seed") == r.reading.seed
+        else:
+            same = current == r.reading.journal
+        if current is None or not same:
             return {"state": "over", "channel": r.reading.channel}
         mv = svc.operator_view().match
         m = mv.snapshot if mv is not None else None
@@ -221,7 +252,7 @@ class Desk:
         except ReaderError as e:
             for r in rounds:
                 await self.change(tid, partial(undo_step, block=r.block, number=number,
-                                               reading=previous[r.block]))
+                                               reading=previous[r.block], asked=at))
             raise Conflict(f"channel {ch} cannot read round {number}: {e}",
                            "finish or abort the channel's match at the console, then start "
                            "again", params={"why": "channel_busy", "channel": ch,
@@ -229,7 +260,7 @@ class Desk:
         seed, journal = await match_of(svc)
         for r in rounds:
             await self.change(tid, partial(confirm_step, block=r.block, number=number, seed=seed,
-                                           journal=journal))
+                                           journal=journal, asked=at))
         log.info("desk %s: round %d of %s read on channel %s (seed %d, %s)", tid, number,
                  ", ".join(r.block for r in rounds), ch, seed, journal)
         return {"channel": ch, "blocks": [r.block for r in rounds], "seed": seed,

@@ -197,9 +197,13 @@ class DeskStore:
                         "reload the desk and do it again")
 
         before = self.get(tid).version
-        t, changed = await self._call(work)
-        if changed or t.version != before:  # (or another process's change, loaded here)
-            self._notify(tid)
+        changed = False
+        try:
+            t, changed = await self._call(work)
+        finally:
+            now = self.cache.get(tid)
+            if changed or (now is not None and now.version != before):
+                self._notify(tid)  # (or another process's change, loaded here)
         if changed:
             self._announce(tid, False)
         return t
@@ -280,7 +284,7 @@ class DeskStore:
         there = {s.id: s.version for s in summaries}
         stale = [tid for tid, v in there.items()
                  if (t := self.cache.get(tid)) is None or t.version != v]
-        gone = [tid for tid in self.cache if tid not in there]
+        gone = [tid for tid in list(self.cache) if tid not in there]  # (the thread's dict)
         for tid in stale + gone:
             await self.reload(tid, replaced=tid in gone)
         return len(stale) + len(gone)

@@ -12,6 +12,7 @@ from functools import partial
 from typing import Any
 
 from desk import tournament as ops
+from desk.errors import DeskError
 from desk.model import Reading, ReadingStatus, Tournament
 from hall.channel import ChannelService
 from hall.config import Config
@@ -39,13 +40,28 @@ def start_step(t: Tournament, *, block: str, number: int, channel: str, at: str,
     return ops.start_reading(t, block, number, channel, at, again=again)
 
 
-def confirm_step(t: Tournament, *, block: str, number: int, seed: int, journal: str | None
-                 ) -> ops.Change:
+def _still_asked(t: Tournament, block: str, number: int, asked: str | None) -> bool:
+    """The round's reading is still the start asked for at `asked` (None: any)."""
+    if asked is None:
+        return True
+    r = next((x for x in t.rounds if x.block == block and x.number == number), None)
+    return (r is not None and r.reading is not None
+            and r.reading.status is ReadingStatus.STARTING and r.reading.requested_at == asked)
+
+
+def confirm_step(t: Tournament, *, block: str, number: int, seed: int, journal: str | None,
+                 asked: str | None = None) -> ops.Change | None:
+    """Nothing when `asked` is given and the round's start is no longer that one (another
+    process of a cluster confirmed, undid or started it again meanwhile)."""
+    if not _still_asked(t, block, number, asked):
+        return None
     return ops.confirm_reading(t, block, number, seed, journal)
 
 
-def undo_step(t: Tournament, *, block: str, number: int, reading: Reading | None
-              ) -> ops.Change:
+def undo_step(t: Tournament, *, block: str, number: int, reading: Reading | None,
+              asked: str | None = None) -> ops.Change | None:
+    if not _still_asked(t, block, number, asked):
+        return None
     return ops.ReadingChanged(block, number, reading)
 
 
@@ -68,17 +84,20 @@ async def match_of(svc: ChannelService) -> tuple[int, str | None]:
             return seed, path.name
         if loop.time() > deadline:
             log.warning("desk: channel %s's journal of seed %d not seen in %.0f s: the round "
-                        "is matched with it at the next start", svc.name, seed, JOURNAL_WAIT_S)
+                        "is matched with it by its seed", svc.name, seed, JOURNAL_WAIT_S)
             return seed, None
         await asyncio.sleep(0.02)
 
 
 async def reconcile(t: Tournament, change: Callable[[str, Any], Awaitable[Tournament]],
-                    channel: Callable[[str], ChannelService | None], config: Config) -> None:
+                    channel: Callable[[str], ChannelService | None], config: Config) -> int:
     """A start cut short by a crash: the round said `starting`. If its channel's latest
     journal began after the request, that match is the round's; otherwise the start never
-    reached the channel and the round waits to be started again. (In a cluster, not a start
-    asked for in the last START_GRACE_S: a live process may be carrying it out.)"""
+    reached the channel and the round waits to be started again. In a cluster, a start asked
+    for in the last START_GRACE_S is left for later (a live process may be carrying it out),
+    and each step is made only if the round's start is still the one seen (another process
+    may reconcile it at the same time). The number left for later."""
+    later = 0
     for r in t.rounds:
         if r.reading is None or r.reading.status is not ReadingStatus.STARTING:
             continue
@@ -92,18 +111,26 @@ async def reconcile(t: Tournament, change: Callable[[str, Any], Awaitable[Tourna
             asked = None
         if (config.cluster.bus is not None and asked is not None
                 and (datetime.now(UTC) - asked).total_seconds() < START_GRACE_S):
-            continue  # another process of the cluster may be starting it right now
-        if began is not None and asked is not None and began >= asked and rt is not None:
-            engine = rt.engine
-            seed = (engine.deck.seed if engine is not None
-                    else int((rt.header or {}).get("deck", {}).get("seed", 0)))
-            assert path is not None
-            await change(t.id, partial(confirm_step, block=r.block, number=r.number,
-                                       seed=seed, journal=path.name))
-            log.warning("desk %s: round %d of block %s: the start was interrupted; its "
-                        "channel match %s is the round's", t.id, r.number, r.block, path.name)
-        else:
-            await change(t.id, partial(undo_step, block=r.block, number=r.number,
-                                       reading=None))
-            log.warning("desk %s: round %d of block %s: the start was interrupted before its "
-                        "channel read it; start it again", t.id, r.number, r.block)
+            later += 1  # another process of the cluster may be starting it right now
+            continue
+        at = r.reading.requested_at
+        try:
+            if began is not None and asked is not None and began >= asked and rt is not None:
+                engine = rt.engine
+                seed = (engine.deck.seed if engine is not None
+                        else int((rt.header or {}).get("deck", {}).get("seed", 0)))
+                assert path is not None
+                await change(t.id, partial(confirm_step, block=r.block, number=r.number,
+                                           seed=seed, journal=path.name, asked=at))
+                log.warning("desk %s: round %d of block %s: the start was interrupted; its "
+                            "channel match %s is the round's", t.id, r.number, r.block,
+                            path.name)
+            else:
+                await change(t.id, partial(undo_step, block=r.block, number=r.number,
+                                           reading=None, asked=at))
+                log.warning("desk %s: round %d of block %s: the start was interrupted before "
+                            "its channel read it; start it again", t.id, r.number, r.block)
+        except DeskError as e:  # (deleted meanwhile): the others are still reconciled
+            log.warning("desk %s: round %d of block %s: its interrupted start was left as it "
+                        "is (%s)", t.id, r.number, r.block, e)
+    return later

@@ -214,7 +214,7 @@ def test_processes_migrating_an_empty_database_at_once_all_open_it(pg: Postgres)
     """Four processes (as a cluster's start) open the empty database at the same instant:
     each brings the schema up to date under PostgreSQL's advisory lock, so all four open it
     (without the lock, the others failed creating the tables the first was creating)."""
-    at = time.time() + 5.0  # past every process's imports, even on a loaded machine
+    at = time.time() + 8.0  # past every process's imports, even on a loaded machine
     procs = [subprocess.Popen([sys.executable, "-c", OPEN_AT, pg.url, str(at)], cwd=ROOT,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
              for _ in range(4)]
@@ -254,10 +254,11 @@ def test_a_tournament_day_through_one_process_of_a_cluster(
             tournament_day(d, b)
         finally:
             d.close()
-        # A's desk has the same day
-        r = httpx2.get(f"{a.base}/api/tournaments/day", headers=a.op, timeout=20)
-        assert r.status_code == 200, r.text
-        assert r.json()["version"] == httpx2.get(f"{b.base}/api/tournaments/day",
-                                                 headers=b.op, timeout=20).json()["version"]
+        # A's desk has the same day (once it heard B's last change)
+        last = httpx2.get(f"{b.base}/api/tournaments/day", headers=b.op,
+                          timeout=20).json()["version"]
+        wait_for(lambda: httpx2.get(f"{a.base}/api/tournaments/day", headers=a.op,
+                                    timeout=20).json()["version"] == last, 30,
+                 "B's last change on A")
     finally:
         c.stop()

@@ -398,7 +398,13 @@ async def check_flushes(sink_class: type, device: str, monitor: str, tmp_path: P
         steps = [b - a for a, b in itertools.pairwise(starts)]
         print(f"flush: cut before the stop's frame by {early} frames (queued: {queued}); clip "
               f"placement change across each flush {steps} frames")
-        assert all(abs(d) <= 4 * BLOCK for d in steps), (
+        moved = [d for d in steps if abs(d) > 4 * BLOCK]
+        if len(moved) == 1:
+            # one flush restarted late by the machine (an idle fresh clone's run: 2845 frames
+            # across one of five, the others within 255): again. A missing skip moves the
+            # sound at every flush, and fails every attempt
+            dropped[0] = 1
+        assert not moved, (
             f"the clock moved against the sound by {steps} frames across the flushes")
 
     await retrying_holes(scenario, attempts)

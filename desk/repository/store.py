@@ -82,9 +82,14 @@ class Repository:
         self.engine = engine
 
     @contextmanager
-    def _session(self) -> Iterator[Session]:
+    def _session(self, snapshot: bool = False) -> Iterator[Session]:
+        """One transaction. `snapshot`: every SELECT in it sees the database as at its first
+        (PostgreSQL's REPEATABLE READ; SQLite's transactions are snapshots already), so a
+        tournament read while another process commits is one version, never a mix."""
         try:
             with Session(self.engine) as s, s.begin():
+                if snapshot and self.engine.dialect.name == "postgresql":
+                    s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
                 yield s
         except SQLAlchemyError as e:
             log.error("desk database: %s", e)
@@ -97,7 +102,7 @@ class Repository:
 
     # ------------------------------------------------------------ reading
     def summaries(self) -> list[Summary]:
-        with self._session() as s:
+        with self._session(snapshot=True) as s:
             rows = s.scalars(select(TournamentRow).order_by(TournamentRow.created_at)).all()
             out = []
             for r in rows:
@@ -106,7 +111,7 @@ class Repository:
             return out
 
     def load(self, tid: str) -> Tournament | None:
-        with self._session() as s:
+        with self._session(snapshot=True) as s:
             t = s.get(TournamentRow, tid)
             if t is None:
                 return None
