@@ -148,7 +148,8 @@ class DeskStore:
         def work() -> Tournament:
             if t.id in self.cache and not replace_existing:
                 raise Conflict(f"there is already a tournament {t.id!r}",
-                               "choose another id, or import with replace=true")
+                               "choose another id, or import with replace=true",
+                               code="tournament_exists")
             if replace_existing:
                 repo.delete(t.id)
             repo.create(t)

@@ -5,6 +5,7 @@ config; how a test asks them who owns what, and what state a channel is in."""
 import asyncio
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -105,6 +106,29 @@ def wait_for(probe: Callable[[], Any], timeout: float, what: str) -> Any:
         if time.monotonic() > deadline:
             raise AssertionError(f"waited {timeout:.0f} s for {what}")
         time.sleep(0.05)
+
+
+def at_once(servers: list[Server], headers: Callable[[Server], dict[str, str]], warm: str,
+            act: Callable[[httpx2.Client, int], httpx2.Response],
+            timeout: float = 120) -> list[httpx2.Response]:
+    """`act(client, i)` through each of `servers` (a client each, its connection made by a GET
+    of `warm` first), all let go at the same instant; their answers in order."""
+    gate = threading.Barrier(len(servers))
+    out: list[Any] = [None] * len(servers)
+
+    def one(i: int, s: Server) -> None:
+        with httpx2.Client(base_url=s.base, headers=headers(s), timeout=timeout / 2) as c:
+            c.get(warm)
+            gate.wait()
+            out[i] = act(c, i)
+
+    threads = [threading.Thread(target=one, args=(i, s)) for i, s in enumerate(servers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    assert all(r is not None for r in out), "a request was never answered"
+    return out
 
 
 def state(s: Server, ch: str) -> dict[str, Any]:

@@ -23,7 +23,12 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.clusterprocs import Cluster, broker_fixture, wait_for  # noqa: F401 (the fixture)
+from tests.clusterprocs import (  # noqa: F401 (the fixture)
+    Cluster,
+    at_once,
+    broker_fixture,
+    wait_for,
+)
 from tests.natsbroker import Broker
 from tests.pgserver import Postgres
 from tests.serverproc import ROOT, Server
@@ -51,23 +56,9 @@ def players(s: Server, tid: str) -> list[dict[str, Any]]:
 
 def add_at_once(servers: list[Server], tid: str) -> list[httpx2.Response]:
     """One entry through each of `servers`, all let go at the same instant."""
-    gate = threading.Barrier(len(servers))
-    out: list[Any] = [None] * len(servers)
-
-    def one(i: int, s: Server) -> None:
-        with httpx2.Client(base_url=s.base, headers=s.op, timeout=60) as c:
-            c.get(f"/api/tournaments/{tid}")  # the connection made before the gate
-            gate.wait()
-            out[i] = c.post(f"/api/tournaments/{tid}/entries",
-                            json={"players": [{"name": f"選手{i:02d}", "club": "東"}]})
-
-    threads = [threading.Thread(target=one, args=(i, s)) for i, s in enumerate(servers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert all(r is not None for r in out), "an entry was never answered"
-    return out
+    return at_once(servers, lambda s: s.op, f"/api/tournaments/{tid}", lambda c, i: c.post(
+        f"/api/tournaments/{tid}/entries",
+        json={"players": [{"name": f"選手{i:02d}", "club": "東"}]}))
 
 
 def two_on(tmp: Path, broker: Broker, pg: Postgres, refresh_s: float) -> Cluster:
@@ -133,6 +124,20 @@ def test_two_processes_serve_one_desk(tmp_path: Path, broker: Broker, pg: Postgr
         assert r.status_code == 200, r.text
         wait_for(lambda: tournament(a, "city-2026").status_code == 404, 30,
                  "the deletion on A")
+
+        # the same id made at one instant, ten times through each process: one is made, the
+        # others are told it exists (409, what to do), not that the database failed (503)
+        answers = at_once([a, b] * 10, lambda s: s.op, "/api/tournaments", lambda c, i: c.post(
+            "/api/tournaments", json={"id": "city-2026", "name": f"大会{i}", "day": "2026-12-04"}))
+        codes = sorted(x.status_code for x in answers)
+        assert codes == [200] + [409] * 19, [x.text for x in answers]
+        made = next(x.json()["name"] for x in answers if x.status_code == 200)
+        assert all(x.json()["error"] == "tournament_exists" and "'city-2026'" in x.text
+                   for x in answers if x.status_code == 409), [x.text for x in answers]
+        for s in (a, b):
+            wait_for(lambda s=s: tournament(s, "city-2026").status_code == 200, 30,
+                     "the tournament made at once")
+            assert tournament(s, "city-2026").json()["name"] == made
     finally:
         c.stop()
 

@@ -15,7 +15,7 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from ..errors import Conflict, Stale, StorageError
@@ -172,7 +172,8 @@ class Repository:
         with self._session() as s:
             if s.get(TournamentRow, t.id) is not None:
                 raise Conflict(f"there is already a tournament {t.id!r}",
-                               "choose another id, or replace it")
+                               "choose another id, or replace it",
+                               code="tournament_exists")
             s.add(TournamentRow(id=t.id, name=t.name, day=t.day, rounds=t.settings.rounds,
                                 cards=t.settings.cards, finalists=t.settings.finalists,
                                 created_at=t.created_at,
@@ -180,7 +181,12 @@ class Repository:
                                 draw_method=t.draw_method.value if t.draw_method else None,
                                 lottery_seed=t.lottery_seed, pairing_seed=t.pairing_seed,
                                 version=t.version))
-            s.flush()
+            try:
+                s.flush()
+            except IntegrityError as e:  # made by another process since the look above
+                raise Conflict(f"there is already a tournament {t.id!r}",
+                               "choose another id, or replace it",
+                               code="tournament_exists") from e
             s.add_all([player_row(t.id, p) for p in t.players])
             s.add_all([block_row(t.id, i, b) for i, b in enumerate(t.blocks)])
             s.flush()
