@@ -10,6 +10,8 @@ What lives there (`yomite` is the prefix, one cluster to a broker or to a prefix
   channel's PIN and speaker key (cluster.shared).
 - key-value bucket `<prefix>_records`: the organisations, their operators and the rooms, one
   JSON document a key (cluster.records): every process holds all of them.
+- key-value bucket `<prefix>_pages`: `pages/<channel>`, a room's pages on each process, changed
+  by compare-and-set as a page joins (cluster.pageseats): a room's page quota.
 - stream `<PREFIX>_JOURNAL` on `<prefix>.journal.<channel>`: every line of every channel's
   journal, in order, on disk (cluster.journalstream): the truth a new owner replays.
 - subject `<prefix>.desk`: a tournament of the desk written by one process: the others load
@@ -91,18 +93,23 @@ class Subjects:
     def records(self) -> str:
         return f"{self.prefix}_records"
 
+    @property
+    def pages_bucket(self) -> str:
+        return f"{self.prefix}_pages"
+
 
 class Bus:
     """One process's connection to the broker, and the buckets and stream it uses."""
 
     def __init__(self, nc: NATS, js: JetStreamContext, leases: KeyValue, shared: KeyValue,
-                 subjects: Subjects, lease_ttl_s: float, records: KeyValue | None = None
-                 ) -> None:
+                 subjects: Subjects, lease_ttl_s: float, records: KeyValue | None = None,
+                 pages: KeyValue | None = None) -> None:
         self.nc = nc
         self.js = js
         self.leases = leases
         self.shared = shared
         self.records = records
+        self.pages = pages
         self.subjects = subjects
         self.lease_ttl_s = lease_ttl_s
         self.connected = asyncio.Event()
@@ -157,13 +164,15 @@ class Bus:
                                                   storage=StorageType.FILE))
         records = await _bucket(js, KeyValueConfig(bucket=subjects.records, history=1,
                                                    storage=StorageType.FILE))
+        pages = await _bucket(js, KeyValueConfig(bucket=subjects.pages_bucket, history=1,
+                                                 storage=StorageType.FILE))
         try:
             await js.stream_info(subjects.stream)
         except NotFoundError:
             await js.add_stream(StreamConfig(
                 name=subjects.stream, subjects=[subjects.journal_all],
                 storage=StorageType.FILE, duplicate_window=JOURNAL_DEDUPE_S))
-        bus = cls(nc, js, leases, shared, subjects, lease_ttl_s, records)
+        bus = cls(nc, js, leases, shared, subjects, lease_ttl_s, records, pages)
         holder.append(bus)
         return bus
 

@@ -3,16 +3,15 @@ speakers, and what each speaker page says of itself.
 
 A page counts where it is connected, but the console may be on another process: a teacher's
 console on one process would say "no speaker page is open" while the classroom's Chromebook
-plays through another, show none of its trouble, and a room's page quota would be counted per
-process. So each process says, on `<prefix>.pages.<channel>`, what it has of each channel: at
-once when its speaker pages changed (checked every `EVERY_S`), and every `heartbeat_s` (5 s,
-`cluster.pages_heartbeat_s`) while it has any page of it (a count of pages alone waits for that:
-only the quotas use it), except near a room's page quota: within `near(quota)` pages of it, a
-count that changed is said at once too, so a class joining through two processes passes the
-quota by at most the pages joined in `EVERY_S`, not in a heartbeat. Every process keeps the
-others' last word (`elsewhere`), forgets a process not heard from for three heartbeats
-(killed), and recomputes its consoles' view when what they show changed. Only counts and a
-speaker's counters travel: nothing about a card.
+plays through another, and show none of its trouble. So each process says, on
+`<prefix>.pages.<channel>`, what it has of each channel: at once when its speaker pages changed
+(checked every `EVERY_S`), and every `heartbeat_s` (5 s, `cluster.pages_heartbeat_s`) while it
+has any page of it (a count of pages alone waits for that: 10,000 phones joining are not
+10,000 messages). Every process keeps the others' last word (`elsewhere`), forgets a process
+not heard from for three heartbeats (killed), and recomputes its consoles' view when what they
+show changed. A room's page quota is kept on the broker (cluster.pageseats), which counts a
+process's pages as the larger of what it wrote there and what it last said here. Only counts
+and a speaker's counters travel: nothing about a card.
 """
 
 from __future__ import annotations
@@ -41,12 +40,6 @@ MAX_MESSAGE = 64 * 1024
 MAX_HEALTH = 64  # speaker pages' reports in one message (server.speakers.max_per_channel: 16)
 
 
-def near(quota: int) -> int:
-    """How close to a room's page quota a changed count is said at once (a quarter of it, at
-    least 2: 15 pages of 60)."""
-    return max(2, quota // 4)
-
-
 def _health(h: dict[str, Any], where: str) -> SpeakerHealth:
     def ms(k: str) -> float | None:
         return float(h[k]) if h[k] is not None else None
@@ -63,8 +56,6 @@ class SpeakerCensus:
                  heartbeat_s: float = HEARTBEAT_S) -> None:
         """`where`: how this process is named on the others' consoles (its address)."""
         self.heartbeat_s = heartbeat_s
-        # a channel's page quota (a room's; None: none): set with the rooms' registry
-        self.quota: Callable[[str], int | None] = lambda _channel: None
         self.bus = bus
         self.hall = hall
         self.node = node
@@ -104,6 +95,11 @@ class SpeakerCensus:
                          speakers=sum(e.speakers for e in parts),
                          health=tuple(h for e in parts for h in e.health))
 
+    def counts(self, channel: str) -> dict[str, int]:
+        """The channel's pages on each other process, as it last said (a process not heard
+        from for three heartbeats forgotten)."""
+        return {node: e.clients for node, (_at, e) in self._heard.get(channel, {}).items()}
+
     # ------------------------------------------------------------------ saying ours
     async def _run(self) -> None:
         while True:
@@ -123,10 +119,8 @@ class SpeakerCensus:
                 if mine[0] == 0:
                     continue  # nothing to say of a channel nobody ever connected to here
             elif said[0][1:] == mine[1:]:  # its speakers as said: what consoles show
-                if now - said[1] < self.heartbeat_s and not self._near(name, said[0][0],
-                                                                        mine[0]):
-                    continue  # a count of pages alone waits for the heartbeat (only quotas
-                    # use it: 10,000 phones joining are not 10,000 messages)
+                if now - said[1] < self.heartbeat_s:
+                    continue  # a count of pages alone waits for the heartbeat
                 if said[0] == mine and mine[0] == 0:
                     continue  # said that nobody is here: silent from now on
             body = {"node": self.node, "where": self.where, "clients": mine[0],
@@ -138,13 +132,6 @@ class SpeakerCensus:
             self._said[name] = (mine, now)
         for name in [n for n in self._said if n not in self.hall.channels]:
             del self._said[name]
-
-    def _near(self, channel: str, said: int, now: int) -> bool:
-        """A count that changed near the channel's page quota (said at once)."""
-        quota = self.quota(channel)
-        if quota is None or said == now:
-            return False
-        return max(said, now) + self.elsewhere(channel).clients >= quota - near(quota)
 
     # ------------------------------------------------------------------ hearing theirs
     async def _on_msg(self, msg: Any) -> None:
@@ -172,7 +159,7 @@ class SpeakerCensus:
             self._heard.pop(channel, None)
         was = before[1] if before is not None else NOWHERE
         if (was.speakers, was.health) != (e.speakers, e.health):
-            self._show(channel)  # a count of pages alone is in no view: only quotas use it
+            self._show(channel)  # a count of pages alone is in no view
 
     def _expire(self) -> None:
         now = self.clock()

@@ -13,23 +13,18 @@ record is kept `OPENING_S` (the room is being opened), then taken back by the ne
 
 from __future__ import annotations
 
-import errno
-import json
-import logging
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from nats.js.errors import KeyDeletedError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-log = logging.getLogger("yomite.cluster")
+from cluster import kvcas
 
 SERVER_POOL = "_server"  # not an organisation id (hall.orgs.ID_ALPHABET)
 OPENING_S = 60.0  # a seat with no room record yet: the room is being opened
 T = TypeVar("T")
 Seats = dict[str, float]  # room: when its seat was taken (wall clock)
-TRIES = 50  # compare-and-set rounds lost to other processes before giving up (EAGAIN)
 
 
 class KvSeats:
@@ -66,15 +61,9 @@ class KvSeats:
         await self._change(_key(pool), step)
 
     async def _change(self, key: str, step: Callable[[Seats], tuple[T, Seats | None]]) -> T:
-        """`step` on the key's seats, written by compare-and-set (read and computed again
-        while another process wrote first); `step` says its answer and the seats to write
-        (None: nothing to write)."""
-        for _ in range(TRIES):
-            seats, revision = await self._read(key)
-            out, new = step(seats)
-            if new is None or await self._write(key, new, revision):
-                return out
-        raise OSError(errno.EAGAIN, f"{key}: {TRIES} tries lost to other processes")
+        """`step` on the key's seats, written by compare-and-set (cluster.kvcas); `step` says
+        its answer and the seats to write (None: nothing to write)."""
+        return await kvcas.change(self.kv, key, lambda doc: step(_seats(doc)))
 
     def _held(self, room: str, taken: float) -> bool:
         doc = self.records().get(f"room/{room}")
@@ -82,35 +71,10 @@ class KvSeats:
             return self.wall() - taken < OPENING_S
         return doc.get("closed") is None
 
-    async def _read(self, key: str) -> tuple[Seats, int]:
-        try:
-            entry = await self.kv.get(key)
-        except (KeyNotFoundError, KeyDeletedError):  # never written, or deleted
-            return {}, 0
-        except Exception as e:
-            raise OSError(errno.EIO, f"the broker did not answer: {e}") from None
-        try:
-            doc: Any = json.loads(entry.value or b"{}")
-        except ValueError:
-            log.warning("%s is not JSON: every seat in it is free", key)
-            doc = {}
-        seats = {str(k): float(v) for k, v in doc.items()
-                 if isinstance(v, int | float)} if isinstance(doc, dict) else {}
-        return seats, int(entry.revision or 0)
 
-    async def _write(self, key: str, seats: Seats, revision: int) -> bool:
-        """False when another process wrote the key since `revision` was read."""
-        raw = json.dumps(seats, separators=(",", ":")).encode()
-        try:
-            if revision:
-                await self.kv.update(key, raw, last=revision)
-            else:
-                await self.kv.create(key, raw)
-        except KeyWrongLastSequenceError:
-            return False
-        except Exception as e:
-            raise OSError(errno.EIO, f"the broker did not keep it: {e}") from None
-        return True
+def _seats(doc: Any) -> Seats:
+    return {str(k): float(v) for k, v in doc.items()
+            if isinstance(v, int | float)} if isinstance(doc, dict) else {}
 
 
 def _key(pool: str) -> str:

@@ -21,6 +21,7 @@ from cluster.bus import Bus
 from cluster.census import SpeakerCensus
 from cluster.deskwatch import DeskWatch
 from cluster.node import ClusterNode
+from cluster.pageseats import KvPageSeats
 from cluster.records import KvBucket, cluster_rooms
 from cluster.referees import RefereeShare
 from cluster.rotations import RotationShare
@@ -66,6 +67,7 @@ def joined(config: Config, url: str, node: str, advertise: str | None = None
         records = KvBucket(bus, bus.records)
         census = SpeakerCensus(bus, hall, node, advertise,
                                heartbeat_s=config.cluster.pages_heartbeat_s)
+        quotas: list[KvPageSeats] = []
         try:
             await referees.start()
             await rotations.start()
@@ -75,7 +77,10 @@ def joined(config: Config, url: str, node: str, advertise: str | None = None
 
             async def make_rooms(auth: Auth, clock: Clock) -> Rooms:
                 rooms = await cluster_rooms(member, records, rotations, auth, clock)
-                census.quota = rooms.max_clients  # near a room's quota, counts said at once
+                assert bus.pages is not None
+                rooms.pages = KvPageSeats(hall, bus.pages, node, census)  # exact, on the broker
+                rooms.pages.start()
+                quotas.append(rooms.pages)
                 return rooms
 
             async def watch_desk(store: DeskStore) -> DeskWatch:
@@ -88,6 +93,8 @@ def joined(config: Config, url: str, node: str, advertise: str | None = None
             yield member
             await member.drain(config.cluster.drain_s)  # a stop asked for, not a failure
         finally:
+            for q in quotas:
+                await q.stop()
             await census.stop()
             records.on_change = None
             await records.stop()

@@ -35,6 +35,7 @@ from hall.config import ChannelConfig, Config
 from hall.errors import RoomRefused
 from hall.hall import Hall
 from hall.orgs import ID_ALPHABET, Orgs
+from hall.pageseats import PageSeats
 from hall.roomstore import Room, RoomStore
 from reader.clock import Clock
 
@@ -112,6 +113,8 @@ class Rooms:
         self.host: ChannelHost = host or HallHost(hall)
         self.shared = shared
         self.seats: Seats = seats or Unlimited()
+        # a room's pages: exact on one process; a cluster's agree through the broker
+        self.pages = PageSeats(hall)
         self._opening: set[str] = set()  # being opened by this process
         self._marked: dict[str, float] = {}  # when this process last said a room is in use
 

@@ -4,6 +4,7 @@ admin makes an organisation, a teacher redeems its code, opens a room."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from typing import Any
 
@@ -74,3 +75,23 @@ def ws_hello(url: str) -> dict[str, Any]:
             return {"refused": e.response.status_code}
 
     return asyncio.run(go())
+
+
+async def join_at_once(urls: list[str], hold: float = 0.0) -> list[dict[str, Any]]:
+    """Pages connecting at the same instant, each kept open until every one was answered (and
+    `hold` seconds more): each one's first message, or how it was closed ({"closed": code,
+    "reason": reason})."""
+    async with contextlib.AsyncExitStack() as stack:
+        async def one(url: str) -> dict[str, Any]:
+            ws = await stack.enter_async_context(websockets.connect(url))
+            try:
+                async with asyncio.timeout(30):
+                    msg: dict[str, Any] = json.loads(await ws.recv())
+                    return msg
+            except websockets.ConnectionClosed as e:
+                assert e.rcvd is not None
+                return {"closed": e.rcvd.code, "reason": e.rcvd.reason}
+
+        out = list(await asyncio.gather(*(one(u) for u in urls)))
+        await asyncio.sleep(hold)
+        return out

@@ -6,20 +6,20 @@ The seats themselves, on the real broker with the clock moved by hand: a seat wh
 closed, or that never got a room, is taken back; many takers at once get exactly the quota."""
 
 import asyncio
-import contextlib
-import json
-import threading
 from pathlib import Path
 from typing import Any
 
 import httpx2
-import nats
 import pytest
-import websockets
 
 from cluster.bus import Bus
 from cluster.seats import OPENING_S, KvSeats
-from tests.clusterprocs import Cluster, broker_fixture, wait_for  # noqa: F401 (the fixture)
+from tests.clusterprocs import (  # noqa: F401 (the fixture)
+    Cluster,
+    at_once,
+    broker_fixture,
+    wait_for,
+)
 from tests.natsbroker import Broker
 from tests.serverproc import Server
 
@@ -40,22 +40,8 @@ def teacher_of(admin: Server, name: str, most: int) -> tuple[str, str]:
 
 def open_at_once(servers: list[Server], token: str) -> list[httpx2.Response]:
     """One open through each of `servers`, all let go at the same instant."""
-    gate = threading.Barrier(len(servers))
-    out: list[Any] = [None] * len(servers)
-
-    def one(i: int, s: Server) -> None:
-        with httpx2.Client(base_url=s.base, headers=bearer(token), timeout=30) as c:
-            c.get("/api/rooms")  # the connection made before the gate
-            gate.wait()
-            out[i] = c.post("/api/rooms", json={})
-
-    threads = [threading.Thread(target=one, args=(i, s)) for i, s in enumerate(servers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert all(r is not None for r in out), "an open was never answered"
-    return out
+    return at_once(servers, lambda _s: bearer(token), "/api/rooms",
+                   lambda c, _i: c.post("/api/rooms", json={}), timeout=60)
 
 
 def open_rooms(s: Server, org: str) -> int:
@@ -103,76 +89,6 @@ def test_rooms_opened_at_once_through_two_processes_never_pass_a_quota(
         assert r.status_code == 201, r.text
         r = httpx2.post(f"{b.base}/api/rooms", headers=bearer(t_east), timeout=20, json={})
         assert r.status_code == 409 and r.json()["error"] == "too_many_rooms", r.text
-    finally:
-        c.stop()
-
-
-def test_a_rooms_page_quota_near_full_is_told_to_the_other_process_at_once(
-        tmp_path: Path, broker: Broker) -> None:
-    """A room of 4 pages: 3 joined through A (the first heard on the broker before the
-    others join), then pages through B until one is refused. The processes say their counts
-    of pages alone only every hour here (`pages_heartbeat_s`), so only a count said at once
-    near the quota (cluster.census) lets B know of A's pages: without it B heard of A's first
-    page only, and took pages for 30 s (the test's limit)."""
-    c = Cluster(tmp_path, broker, 2, ("main",),
-                cluster={"pages_heartbeat_s": 3600}).start()
-    try:
-        a, b = c.servers
-        org = httpx2.post(f"{a.base}/api/orgs", headers=a.op, timeout=20,
-                          json={"name": "南小学校", "max_clients_per_room": 4})
-        assert org.status_code == 201, org.text
-        r = httpx2.post(f"{a.base}/api/orgs/join", timeout=20,
-                        json={"code": org.json()["code"], "name": "南小学校の先生"})
-        assert r.status_code == 200, r.text
-        r = httpx2.post(f"{a.base}/api/rooms", headers=bearer(r.json()["token"]), timeout=20,
-                        json={})
-        assert r.status_code == 201, r.text
-        room = r.json()["room"]
-        wait_for(lambda: httpx2.get(f"{b.base}/api/channels/{room}", headers=b.op,
-                                    timeout=20).status_code == 200, 10, "the room on B")
-
-        def ws(s: Server) -> str:
-            return s.base.replace("http://", "ws://") + f"/ws/channels/{room}"
-
-        async def run() -> tuple[int, dict[str, Any]]:
-            said: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-
-            async def heard(msg: Any) -> None:
-                await said.put(json.loads(msg.data))
-
-            nc = await nats.connect(broker.url)
-            await nc.subscribe(f"{c.prefix}.pages.{room}", cb=heard)
-            async with contextlib.AsyncExitStack() as pages:
-                pages.push_async_callback(nc.close)
-
-                async def join(s: Server) -> None:
-                    p = await pages.enter_async_context(websockets.connect(ws(s)))
-                    assert json.loads(await p.recv())["type"] == "hello"
-
-                # A's first page, said at once (a channel's first page always is); the two
-                # after it are a count of pages alone, said at once only near the quota
-                await join(a)
-                async with asyncio.timeout(30):
-                    while (await said.get())["clients"] != 1:
-                        pass
-                for s in (a, a, b):
-                    await join(s)
-                tries = 0
-                async with asyncio.timeout(30):
-                    while True:  # one more through B, until B knows the room is full
-                        tries += 1
-                        async with websockets.connect(ws(b)) as p:
-                            try:
-                                msg = json.loads(await p.recv())
-                            except websockets.ConnectionClosed as e:
-                                assert e.rcvd is not None
-                                return tries, {"code": e.rcvd.code, "reason": e.rcvd.reason}
-                            assert msg["type"] == "hello"
-                        await asyncio.sleep(0.1)
-
-        tries, refused = asyncio.run(run())
-        print(f"\nB refused the fifth page at its try {tries} (0.1 s apart)")
-        assert refused == {"code": 1013, "reason": "room_full"}
     finally:
         c.stop()
 

@@ -72,9 +72,6 @@ async def ws(websocket: WebSocket, ch: str) -> None:
         refusal = (1008, "speaker_key_needed")
     elif speaker and svc.speaker_pages() >= config.server.speakers.max_per_channel:
         refusal = (1013, "too_many_speakers")
-    elif most is not None and not operates and svc.client_count() >= most:
-        # a room's quota of pages (its organisation's): its operators' consoles always get in
-        refusal = (1013, "room_full")
     lim = config.server.limits
     # the operator's console is trusted; anyone else's socket is read at a bounded rate, so
     # that no script can keep the event loop (and every other phone's hold) waiting. A
@@ -86,15 +83,25 @@ async def ws(websocket: WebSocket, ch: str) -> None:
     quiet_s = 0.0 if budget is None else budget.spent(asyncio.get_running_loop().time())
     if refusal is None and quiet_s > 0:
         refusal = (1008, "too many messages")
-    await websocket.accept()
-    if refusal is not None:  # accepted first, so that a browser can read the reason
-        await websocket.close(code=refusal[0], reason=refusal[1])
-        return
-    client = svc.hub.add(websocket.send_text, websocket.close,
-                         operator=operates,
-                         referee=p.referee if p.channel == ch else None, name=p.name,
-                         speaker=speaker,
-                         transport=direct_transport(websocket))
+    seated = False
+    if refusal is None and most is not None and not operates:
+        # a room's quota of pages (its organisation's): its operators' consoles always get in
+        seated = await rooms.pages.take(ch, most)
+        if not seated:
+            refusal = (1013, "room_full")
+    try:
+        await websocket.accept()
+        if refusal is not None:  # accepted first, so that a browser can read the reason
+            await websocket.close(code=refusal[0], reason=refusal[1])
+            return
+        client = svc.hub.add(websocket.send_text, websocket.close,
+                             operator=operates,
+                             referee=p.referee if p.channel == ch else None, name=p.name,
+                             speaker=speaker,
+                             transport=direct_transport(websocket))
+    finally:
+        if seated:  # in the hub now, or gone: no longer a page being let in
+            rooms.pages.seated(ch)
     hello: dict[str, Any] = {"type": "hello", "role": p.role.value, "referee": p.referee,
                              "channel": ch}
     if peers is not None and peers.live:
