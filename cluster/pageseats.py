@@ -39,9 +39,13 @@ Counts = dict[str, tuple[int, float]]  # node: (its pages, when it wrote them: w
 
 class KvPageSeats(PageSeats):
     def __init__(self, hall: Hall, kv: KeyValue, node: str, census: SpeakerCensus,
+                 connected: Callable[[], bool] = lambda: True,
                  wall: Callable[[], float] = time.time) -> None:
+        """`connected`: whether the broker is in reach now (out of reach, a page is let in on
+        the census's counts at once, not after the broker's timeout)."""
         super().__init__(hall)
         self.kv = kv
+        self.connected = connected
         self.node = node
         self.census = census
         self.wall = wall
@@ -64,6 +68,9 @@ class KvPageSeats(PageSeats):
             return False
         lock = self._locks.setdefault(channel, asyncio.Lock())
         async with lock:  # this process's pages of a room let in one after the other
+            if not self.connected():
+                self._broker_trouble(OSError("out of reach"))
+                return await super().take(channel, most)
             try:
                 mine = await kvcas.change(self.kv, _key(channel),
                                           lambda doc: self._one_more(channel, most, doc))

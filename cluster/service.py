@@ -78,7 +78,8 @@ def joined(config: Config, url: str, node: str, advertise: str | None = None
             async def make_rooms(auth: Auth, clock: Clock) -> Rooms:
                 rooms = await cluster_rooms(member, records, rotations, auth, clock)
                 assert bus.pages is not None
-                rooms.pages = KvPageSeats(hall, bus.pages, node, census)  # exact, on the broker
+                rooms.pages = KvPageSeats(hall, bus.pages, node, census,  # on the broker
+                                          connected=bus.connected.is_set)
                 rooms.pages.start()
                 quotas.append(rooms.pages)
                 return rooms

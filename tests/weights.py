@@ -17,7 +17,8 @@ WEIGHTS_S: dict[str, int] = {
     "test_cluster_speakers.py": 133,  # measured alone (two clusters, two Chromium speakers)
     "test_cluster_census.py": 25,  # measured alone (a cluster, a kill, 15 s of expiry)
     "test_cluster_rooms.py": 20,  # measured alone (three processes, a kill, a restart)
-    "test_cluster_quota.py": 12,  # measured alone (two clusters, twelve opens, five pages)
+    "test_cluster_quota.py": 10,  # measured alone (a cluster, twelve opens)
+    "test_cluster_page_quota.py": 45,  # measured alone (two clusters, 16 pages at once, a kill)
     "test_cluster_desk.py": 50,  # measured alone (three clusters on PostgreSQL, a whole day)
     "test_bench_cluster.py": 100,  # measured alone under load (three clusters, a kill)
     "test_fuzz.py": 103,
