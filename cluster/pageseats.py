@@ -9,11 +9,13 @@ pages from their last word (cluster.census: a half second old near the quota, a 
 away from it).
 
 A page that leaves lowers its process's count at the next `EVERY_S` (until then the room looks
-one fuller than it is: a page may be refused for a half second, never let in too many). Another
-process's count is the larger of what it wrote and what it last said in the census, so its
-pages still count while the broker could not be asked, and a killed process's count is
-forgotten when the census forgets it and its write is three heartbeats old. When the broker
-cannot say, a page is let in on the census's counts, as before (logged)."""
+fuller by the pages that left: a page may be refused for a half second, never let in too
+many). Another
+process's count is what it wrote there, or for a process that wrote none (its pages let in
+while the broker could not be asked), what it last said in the census; a killed process's
+count is forgotten when the census forgets it and its write is three heartbeats old. When the
+broker cannot say, a page is let in on the census's counts (logged), and the process's count
+is written once the broker can keep it."""
 
 from __future__ import annotations
 
@@ -69,14 +71,12 @@ class KvPageSeats(PageSeats):
         lock = self._locks.setdefault(channel, asyncio.Lock())
         async with lock:  # this process's pages of a room let in one after the other
             if not self.connected():
-                self._broker_trouble(OSError("out of reach"))
-                return await super().take(channel, most)
+                return await self._without_broker(channel, most, OSError("out of reach"))
             try:
                 mine = await kvcas.change(self.kv, _key(channel),
                                           lambda doc: self._one_more(channel, most, doc))
             except OSError as e:
-                self._broker_trouble(e)
-                return await super().take(channel, most)
+                return await self._without_broker(channel, most, e)
             self._broker_back()
             if mine is None:
                 return False
@@ -95,14 +95,16 @@ class KvPageSeats(PageSeats):
 
     def _others(self, channel: str, counts: Counts) -> tuple[Counts, int]:
         """The other processes' written counts that still hold (one neither recent nor in the
-        census, a killed process's, left out), and their pages: for each, the larger of its
-        written count and the census's."""
+        census, a killed process's, left out), and their pages: each one's written count, or
+        for a process that wrote none, what it last said in the census (its count alone
+        waits for a heartbeat there: older than the written one, which is kept within
+        `EVERY_S`)."""
         heard = {n: c for n, c in self.census.counts(channel).items() if n != self.node}
         stale = self.wall() - 3 * self.census.heartbeat_s
         kept = {n: (c, at) for n, (c, at) in counts.items()
                 if n != self.node and (at > stale or n in heard)}
-        pages = sum(max(kept.get(n, (0, 0.0))[0], heard.get(n, 0))
-                    for n in set(kept) | set(heard))
+        pages = (sum(c for c, _at in kept.values())
+                 + sum(c for n, c in heard.items() if n not in kept))
         return kept, pages
 
     # ------------------------------------------------------------------ pages that left
@@ -118,29 +120,36 @@ class KvPageSeats(PageSeats):
                     log.exception("cluster: the pages of %s could not be written", channel)
 
     async def _settle(self, channel: str) -> None:
-        """This process's count of the room written again when pages left (or the room went:
-        its count taken out)."""
+        """This process's count of the room written again when pages left, down to 0 (the
+        census may still say an older count: the written one is what counts), or taken out
+        when the room went."""
         gone = channel not in self.hall.channels
         lock = self._locks.setdefault(channel, asyncio.Lock())
         async with lock:
             now = 0 if gone else self.here(channel)
-            if now == self._written.get(channel):
+            if now == self._written.get(channel) and not gone:
                 return
 
             def step(doc: Any) -> tuple[None, Any]:
                 counts = _counts(doc)
                 counts.pop(self.node, None)
-                if now:
+                if not gone:
                     counts[self.node] = (now, self.wall())
                 return None, _doc(counts)
 
             await kvcas.change(self.kv, _key(channel), step)
-            if now:
-                self._written[channel] = now
-            else:
+            if gone:
                 self._written.pop(channel, None)
-                if gone:
-                    self._locks.pop(channel, None)
+                self._locks.pop(channel, None)
+            else:
+                self._written[channel] = now
+
+    async def _without_broker(self, channel: str, most: int, e: OSError) -> bool:
+        """A page let in on the census's counts; this process's count of the room written
+        once the broker can keep it."""
+        self._broker_trouble(e)
+        self._written.setdefault(channel, -1)
+        return await super().take(channel, most)
 
     def _broker_trouble(self, e: OSError) -> None:
         if self._broker_ok:
