@@ -3,6 +3,7 @@ loopback port, its store in a tmp folder; killed with SIGKILL and started again 
 port and store (a broker restart)."""
 
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests import procstop
 from tests.serverproc import free_port
 
 NATS_SERVER = shutil.which("nats-server") or "/usr/bin/nats-server"
@@ -50,17 +52,10 @@ class Broker:
         raise RuntimeError(f"nats-server did not listen: {self.log()[-2000:]}")
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
+        procstop.kill(self.proc)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        procstop.stop(self.proc, signal.SIGTERM, 10)
 
     def log(self) -> str:
         return self.log_path.read_text("utf-8", errors="replace")

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests import procstop
 from tests.serverproc import free_port
 
 
@@ -106,18 +107,11 @@ class Postgres:
                 c.execute("CREATE DATABASE yomite")
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
+        procstop.kill(self.proc)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            # SIGTERM's smart shutdown waits for every client to leave: SIGINT's fast one not
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        # SIGTERM's smart shutdown waits for every client to leave: SIGINT's fast one not
+        procstop.stop(self.proc, signal.SIGINT, 15)
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def log(self) -> str:

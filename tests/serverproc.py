@@ -15,6 +15,8 @@ from typing import Any
 import httpx2
 import yaml
 
+from tests import procstop
+
 ROOT = Path(__file__).resolve().parent.parent
 YOMITE = Path(sys.executable).parent / "yomite"
 
@@ -108,9 +110,7 @@ class Server:
         return self.log_path.read_text("utf-8", errors="replace")
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
+        procstop.kill(self.proc)
         self._close_pipe()
 
     def _close_pipe(self) -> None:
@@ -118,12 +118,7 @@ class Server:
             self.proc.stdout.close()
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        procstop.stop(self.proc, signal.SIGINT, 30)
         self._close_pipe()
 
     @property
