@@ -10,7 +10,8 @@ has any page of it (a count of pages alone waits for that: 10,000 phones joining
 10,000 messages). Every process keeps the others' last word (`elsewhere`), forgets a process
 not heard from for three heartbeats (killed), and recomputes its consoles' view when what they
 show changed. A room's page quota is kept on the broker (cluster.pageseats), which counts a
-process's pages as the larger of what it wrote there and what it last said here. Only counts
+process's pages as it wrote them there (what it last said here only for a process that wrote
+none). Only counts
 and a speaker's counters travel: nothing about a card.
 """
 

@@ -94,6 +94,9 @@ async def ws(websocket: WebSocket, ch: str) -> None:
         if refusal is not None:  # accepted first, so that a browser can read the reason
             await websocket.close(code=refusal[0], reason=refusal[1])
             return
+        if h.channels.get(ch) is not svc:  # closed while the page waited for its seat
+            await websocket.close(code=1008, reason=f"no channel {ch}")
+            return
         client = svc.hub.add(websocket.send_text, websocket.close,
                              operator=operates,
                              referee=p.referee if p.channel == ch else None, name=p.name,
