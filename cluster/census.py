@@ -11,8 +11,7 @@ has any page of it (a count of pages alone waits for that: 10,000 phones joining
 not heard from for three heartbeats (killed), and recomputes its consoles' view when what they
 show changed. A room's page quota is kept on the broker (cluster.pageseats), which counts a
 process's pages as it wrote them there (what it last said here only for a process that wrote
-none). Only counts
-and a speaker's counters travel: nothing about a card.
+none). Only counts and a speaker's counters travel: nothing about a card.
 """
 
 from __future__ import annotations
