@@ -1,9 +1,11 @@
 """A room's page quota over a cluster is exact (cluster.pageseats): pages joining at the same
-instant through two real `yomite serve --bus` processes never pass it, a page that left frees
-its seat for a page through the other process, and a killed process's pages are free again
-once the census forgets it. Each process counted the other's pages from its last word in the
-census: pages joining through both within a half second all got in. The processes say their
-counts of pages alone only every hour here (`pages_heartbeat_s`), except in the kill test."""
+instant through two real `yomite serve --bus` processes never pass it; a page that left frees
+its seat for a page through the other process; a process stopped writes its count 0 and a
+killed one's pages are free again once the census forgets it; with the broker killed, pages
+are let in on what the process knows. Each process counted the other's pages from its last
+word in the census: pages joining through both within a half second all got in. The processes
+say their counts of pages alone only every hour here (`pages_heartbeat_s`), except in the kill
+test."""
 
 import asyncio
 import contextlib
