@@ -6,12 +6,14 @@
 #                                 # the rubberband program: the tempo's fallback where pylibrb
 #                                 # has no wheel, checked against the library; the ffmpeg program:
 #                                 # an encoder and decoder independent of PyAV, which makes the
-#                                 # tests' files of every container and checks the Opus lengths)
+#                                 # tests' files of every container and checks the Opus lengths;
+#                                 # iptables and iproute2: the partition tests' network
+#                                 # namespaces and packet filters)
 # As root it calls apt-get; otherwise sudo if available; otherwise it prints the command to run.
 set -euo pipefail
 want=(libportaudio2 libasound2-plugins pulseaudio-utils espeak-ng)
 if [ "${1:-run}" = test ]; then
-    want+=(pulseaudio chromium fonts-noto-cjk rubberband-cli ffmpeg nats-server postgresql)
+    want+=(pulseaudio chromium fonts-noto-cjk rubberband-cli ffmpeg nats-server postgresql iptables iproute2)
 fi
 missing=()
 for p in "${want[@]}"; do
