@@ -191,6 +191,10 @@ class ChannelState(Open):
     pin: str | None = None
     projector: dict[str, Any] | None = Field(
         None, description="what the projector shows (PUT …/projector): torifuda, left")
+    broker: bool | None = Field(
+        None, description="a cluster's process: whether it reaches the cluster's broker now "
+        "(false: what it shows may be old, and commands through it are refused with "
+        "`not_sent`); null on one machine")
 
 
 class MatchLog(Open):
@@ -273,4 +277,8 @@ class ClusterAnswer(BaseModel):
     owners: dict[str, str | None] = Field(
         description="each channel's owner; null while it is being taken over")
     owned: list[str] = Field(description="the channels this process reads")
-    broker: bool = Field(description="whether this process reaches the broker now")
+    broker: bool = Field(description="whether this process reaches the broker now (a round "
+                         "trip answered within the last 1.5 s)")
+    fresh: bool = Field(True, description="false: the broker did not answer within 0.5 s, and "
+                        "`nodes` and `owners` are what this process knew `as_of_s` ago")
+    as_of_s: float = Field(0.0, description="how old `nodes` and `owners` are, in seconds")

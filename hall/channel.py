@@ -79,6 +79,9 @@ class ChannelService:
         self.seq = 0
         self._state = ChannelState.before_start(name)  # the runtime's latest
         self._listeners: list[Callable[[Latest], None]] = []
+        # a cluster's process: whether it reaches the cluster's broker now (cluster.link; None
+        # on one machine). Every page of the channel here says so
+        self.broker_up: bool | None = None
         # awaited after each command and hand the runtime applied, before it is answered: a
         # cluster's owner waits there until the journal's lines are in the broker's stream
         self.durable: Callable[[], Awaitable[None]] | None = None
@@ -336,7 +339,8 @@ class ChannelService:
             speakers=SpeakersView(self.output, len(self.hub.speakers) + away.speakers),
             volume_db=self.volume_db, output_stats=self.output_stats(),
             referees=self.referees(), pin=self.pin, output_info=self.output_info,
-            speaker_health=self.speaker_health() + away.health, projector=self.projector)
+            speaker_health=self.speaker_health() + away.health, projector=self.projector,
+            broker=self.broker_up)
 
     def speaker_health(self) -> tuple[SpeakerHealth, ...]:
         out = []
@@ -372,10 +376,10 @@ class ChannelService:
         self.hub.publish(latest.state, lambda: public_view(latest.state))
 
     # ------------------------------------------------------------------ the port (hall.seam)
-    async def apply(self, item: Item) -> ChannelState:
+    async def apply(self, item: Item, deadline: float | None = None) -> ChannelState:
         if self.runtime is None:
             raise ChannelStopped(f"channel {self.name} has not started")
-        state = await self.runtime.submit(item)
+        state = await self.runtime.submit(item, deadline)
         await self._durable()
         return state
 

@@ -12,6 +12,23 @@ class ChannelFault(Exception):
 class ChannelStopped(Exception):
     """The channel's task has ended (the server is shutting down): nothing more is applied."""
 
+    code = "channel_stopped"
+
+
+class NotSent(ChannelStopped):
+    """A cluster's process could not send the command to the channel's reader (the broker is
+    out of its reach, or it no longer reads the channel itself): it was not applied, and never
+    will be; sending it again cannot double it."""
+
+    code = "not_sent"
+
+
+class Expired(ChannelStopped):
+    """The command did not reach the channel's reader, or was not applied, before its
+    deadline: it is not applied after it (cluster.remote, cluster.owner)."""
+
+    code = "expired"
+
 
 class JournalUnavailable(Exception):
     """The journal cannot be written: the move is refused (or paused) until it can."""

@@ -42,6 +42,9 @@ Item = PrepareMatch | AudioFault | RenderGate | Event
 
 
 Waiter = asyncio.Future[Any] | None
+# an item, the future its sender waits on, and the instant (time.monotonic) after which it
+# must not be applied (a cluster's command: its sender has given up by then; None: no limit)
+Entry = tuple[Item, Waiter, float | None]
 
 
 class Inbox:
@@ -50,17 +53,17 @@ class Inbox:
     clients)."""
 
     def __init__(self) -> None:
-        self._queue: asyncio.Queue[tuple[Item, Waiter]] = asyncio.Queue()
+        self._queue: asyncio.Queue[Entry] = asyncio.Queue()
 
-    def put(self, item: Item) -> asyncio.Future[Any]:
+    def put(self, item: Item, deadline: float | None = None) -> asyncio.Future[Any]:
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait((item, fut))
+        self._queue.put_nowait((item, fut, deadline))
         return fut
 
     def post(self, item: Item) -> None:
-        self._queue.put_nowait((item, None))
+        self._queue.put_nowait((item, None, None))
 
-    async def get(self) -> tuple[Item, Waiter]:
+    async def get(self) -> Entry:
         return await self._queue.get()
 
     def drain(self) -> list[Waiter]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,18 +26,20 @@ from audio.errors import AudioError, VoiceError
 from audio.output.events import DeviceFault, SinkEvent, SinkStats
 from audio.output.sink import Reopenable, Sink
 from hall.config import Config
-from hall.errors import ChannelFault, ChannelStopped, JournalUnavailable
+from hall.errors import ChannelFault, ChannelStopped, Expired, JournalUnavailable, NotSent
 from hall.inbox import AudioFault, Inbox, Item, RenderGate, Waiter
 from hall.playout import SpeakersLike
 from hall.reading import Gate, Reading
 from hall.recovery import RecoveryReport
 from hall.rendering import START_RENDER_TIMEOUT_S
 from hall.states import ChannelState
+from hall.tenure import ALWAYS, Tenure
 from hall.voices import VoiceFactory, VoiceLike
 from reader.clock import Clock
 from reader.engine import Engine
 from reader.errors import ReaderError
 from reader.events import (
+    LEASE,
     Abort,
     Bow,
     ClearHolds,
@@ -58,6 +61,12 @@ _FORWARD = (Bow, Start, ExtraCard, ReadAgain, Skip, Close, ClearHolds)
 # what a journal failure during an item does not make a failure of that item: a hand, an
 # abort, the passing of time (their effect, a stop, never waits for the journal)
 _STOPS = (Hold, Release, Abort, Tick, AudioFault)
+# what may make the reading sound: held back until the tenure lets this process read
+_SOUNDS = (*_FORWARD, Release)
+
+
+class _TenureOver:
+    """Internal: the tenure ended (hall.tenure): the reading stops here, for good."""
 
 
 class ChannelRuntime:
@@ -95,6 +104,11 @@ class ChannelRuntime:
         self._inbox = Inbox()
         self._current: Waiter = None
         self._task: asyncio.Task[None] | None = None
+        # how long this process may read the channel (a cluster's lease); checked before every
+        # item, so no item is applied after it, whatever the event loop was waiting on
+        self.tenure: Tenure = ALWAYS
+        self.ended: str | None = None  # why the tenure ended (None: it has not)
+        self.on_ended: Callable[[str], None] | None = None  # told once, when it ends
 
     # ------------------------------------------------------------------ the reading's face
     @property
@@ -177,14 +191,22 @@ class ChannelRuntime:
         return self.reading.journal_records()
 
     # ------------------------------------------------------------------ the inbox
-    async def submit(self, item: Item) -> ChannelState:
+    async def submit(self, item: Item, deadline: float | None = None) -> ChannelState:
         """Queue an item and wait until it has been applied; returns the channel state.
         Raises the ReaderError the engine raised (an illegal move, a bad deck), ChannelFault,
         JournalUnavailable, or ChannelStopped once the task has ended: never waits for ever.
 
         A start first waits (without holding the inbox or the event loop) until the call and
         the clip after it are rendered, so a start sent together with its prepare, on a cold
-        cache, never cuts the call's head; a VoiceError if they cannot be rendered."""
+        cache, never cuts the call's head; a VoiceError if they cannot be rendered.
+
+        An item that may make the reading sound waits until the tenure lets this process read
+        (a cluster's process that just took the channel); `deadline` (time.monotonic): the
+        item is not applied after it (Expired: its sender has given up)."""
+        if isinstance(item, _SOUNDS):
+            wait = self.tenure.reads_from() - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
         if isinstance(item, Start):
             answer = await self._submit(RenderGate())
             gate = answer.future if isinstance(answer, Gate) else None
@@ -197,14 +219,18 @@ class ChannelRuntime:
                                      f"{START_RENDER_TIMEOUT_S:.0f} s: the voice is too slow "
                                      "on this machine (render the deck ahead with "
                                      "`yomite voices render`)") from None
-        state = await self._submit(item)
+        state = await self._submit(item, deadline)
         assert isinstance(state, ChannelState)
         return state
 
-    async def _submit(self, item: Item) -> ChannelState | Gate:
+    async def _submit(self, item: Item, deadline: float | None = None) -> ChannelState | Gate:
+        if self.ended is not None:
+            raise NotSent(self.ended)
         if self._task is not None and self._task.done():
             raise ChannelStopped(f"channel {self.name} is stopped")
-        result: ChannelState | Gate = await self._inbox.put(item)
+        if deadline is not None and time.monotonic() > deadline:
+            raise _expired(self.name)
+        result: ChannelState | Gate = await self._inbox.put(item, deadline)
         return result
 
     def post(self, item: Item) -> None:
@@ -232,10 +258,24 @@ class ChannelRuntime:
     async def run(self) -> None:
         try:
             while True:
-                item, fut = await self._next()
+                item, fut, deadline = await self._next()
                 self._current = fut
                 try:
-                    await self._handle(item, fut)
+                    # the tenure first, whatever came: an item taken from the inbox in the
+                    # same turn of the loop as the tenure's end is refused, not applied
+                    if self.ended is None and time.monotonic() >= self.tenure.reads_until():
+                        self._end_tenure()
+                    if isinstance(item, _TenureOver):
+                        if self.ended is None:
+                            self._end_tenure()
+                    elif self.ended is not None:
+                        if fut is not None and not fut.done():
+                            fut.set_exception(NotSent(self.ended))
+                    elif deadline is not None and time.monotonic() > deadline:
+                        if fut is not None and not fut.done():
+                            fut.set_exception(_expired(self.name))
+                    else:
+                        await self._handle(item, fut)
                 except Exception as e:  # _handle answers everything itself; a bug must not
                     log.exception("channel %s: handling an item failed", self.name)  # end us
                     if fut is not None and not fut.done():
@@ -243,6 +283,30 @@ class ChannelRuntime:
                 self._current = None
         finally:
             self._fail_pending(ChannelStopped(f"channel {self.name} stopped"))
+
+    def _end_tenure(self) -> None:
+        """This process may no longer read the channel: the reading stops where it is (a hand
+        of yomite's own, `@lease`, cuts it: the pages here say why), and nothing is applied
+        after. Told once to `on_ended` (the cluster gives the channel up here)."""
+        why = self.tenure.why_ended() or "this process no longer reads the channel"
+        self.ended = why
+        # how late the loop came to it (a frozen or busy process): nothing was applied since
+        # the tenure's end all the same, not even the passing of time
+        late = max(0.0, time.monotonic() - self.tenure.reads_until())
+        log.warning("channel %s: the reading stops here, %.3f s after its tenure ended: %s",
+                    self.name, late, why)
+        if self.engine is not None and not self.reading.broken and not self.at_rest:
+            try:
+                self.reading.apply(Hold(LEASE, why))
+            except Exception as e:  # silence anyway: the output is stopped below
+                log.warning("channel %s: the stop could not be recorded: %s", self.name, e)
+        with contextlib.suppress(Exception):
+            self.sink.stop(self.sink.position())
+        for fut in self._inbox.drain():
+            if fut is not None and not fut.done():
+                fut.set_exception(NotSent(why))
+        if self.on_ended is not None:
+            self.on_ended(why)
 
     def _fail_pending(self, error: Exception) -> None:
         """Answer every request still waiting: the one being applied and the queued ones."""
@@ -292,29 +356,44 @@ class ChannelRuntime:
         if fut is not None and not fut.done():
             fut.set_result(result)
 
-    async def _next(self) -> tuple[Item, Waiter]:
+    async def _next(self) -> tuple[Item | _TenureOver, Waiter, float | None]:
         failures = 0
         while True:
+            # the tenure first: after a stall of the loop (a frozen process, a busy machine)
+            # nothing queued meanwhile, not even the passing of time, goes before it
+            until = self.tenure.reads_until() - time.monotonic()
+            if self.ended is None and until <= 0:
+                return _TenureOver(), None, None
             try:
                 deadline = (self.engine.next_deadline()
-                            if self.engine is not None and not self.reading.broken else None)
+                            if self.engine is not None and not self.reading.broken
+                            and self.ended is None else None)
             except Exception as e:
                 failures += 1
                 self.reading.on_fault(e, None)
                 if failures > 1:  # paused, and still it cannot plan: wait for a new match
                     self.reading.broken = True
                 continue
-            if deadline is None:
+            wait = None if self.ended is not None or until == float("inf") else until
+            if deadline is not None:
+                delay = deadline - self.reading.match_clock.now()
+                if delay <= 0:
+                    return Tick(), None, None
+                delay /= self._clock_speed
+                wait = delay if wait is None else min(wait, delay)
+            if wait is None:
                 return await self._inbox.get()
-            delay = deadline - self.reading.match_clock.now()
-            if delay <= 0:
-                return Tick(), None
             try:
-                async with asyncio.timeout(max(delay / self._clock_speed, 0.001)):
+                async with asyncio.timeout(max(wait, 0.001)):
                     return await self._inbox.get()
             except TimeoutError:
-                continue  # re-read the clock: the device clock may lag the loop's
+                continue  # re-read the clocks: the device clock may lag the loop's
 
     def _on_sink_event(self, ev: SinkEvent) -> None:
         if isinstance(ev, DeviceFault):
             self.post(AudioFault(ev.reason))
+
+
+def _expired(name: str) -> Expired:
+    return Expired(f"channel {name}: the command reached its reader after its sender's "
+                   "deadline: not applied, and it never will be")

@@ -39,11 +39,12 @@ class ChannelPort(Protocol):
     @property
     def name(self) -> str: ...
 
-    async def apply(self, item: Item) -> ChannelState:
+    async def apply(self, item: Item, deadline: float | None = None) -> ChannelState:
         """Forward a command to the owner and wait until it has been applied; returns the
         runtime's state. Raises what the owner raised (reader.errors.ReaderError, an
         audio.errors.AudioError, or hall.errors' ChannelFault, JournalUnavailable,
-        ChannelStopped)."""
+        ChannelStopped and its kinds NotSent and Expired). `deadline` (time.monotonic): not
+        applied after it."""
         ...
 
     async def hand(self, event: Hold | Release, *, trusted: bool = False) -> None:
@@ -102,7 +103,7 @@ class RuntimePort(Protocol):
 
     name: str
 
-    async def submit(self, item: Item) -> ChannelState: ...
+    async def submit(self, item: Item, deadline: float | None = None) -> ChannelState: ...
     def state(self) -> ChannelState: ...
     def set_volume(self, volume_db: float) -> None: ...
     def journal_records(self) -> list[dict[str, Any]]: ...

@@ -112,6 +112,9 @@ class OperatorView:
     output_info: dict[str, Any] = field(default_factory=dict)  # hall.sinks.output_info
     speaker_health: tuple[SpeakerHealth, ...] = ()  # each speaker page that reported
     projector: ProjectorView = ProjectorView()
+    # a cluster's process: whether it reaches the broker (False: what the page shows may be
+    # old, and commands through it are refused); None on one machine
+    broker: bool | None = None
 
     @property
     def match(self) -> MatchState | None:

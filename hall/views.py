@@ -124,6 +124,7 @@ class PublicView:
     volume_db: float
     referees: tuple[RefereeView, ...]
     projector: ProjectorView
+    broker: bool | None = None  # hall.states.OperatorView.broker
 
 
 def public_match(m: MatchState, left: bool = False) -> PublicMatch:
@@ -169,4 +170,4 @@ def public_view(op: OperatorView) -> PublicView:
         volume_db=op.volume_db,
         # a projector shows whose hand is up, never who has joined: only those names go out
         referees=tuple(r for r in op.referees if r.holding),
-        projector=op.projector)
+        projector=op.projector, broker=op.broker)

@@ -19,6 +19,10 @@ JOURNAL = "@journal"  # the journal cannot be written: paused until it can and t
 # a cluster's process stopping for an upgrade paused the match between two cards; the process
 # that takes the channel lowers it at once (cluster.drain)
 HANDOVER = "@handover"
+# a cluster's process that can no longer prove its lease on the channel (cut off from the
+# broker, or too slow to renew it) stopped reading there: another process reads it now
+# (cluster.lease, hall.tenure). Seen only by the clients of the process that stopped.
+LEASE = "@lease"
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ class EchoRuntime:
     def __init__(self) -> None:
         self.items: list[object] = []
 
-    async def submit(self, item: object) -> dict:
+    async def submit(self, item: object, deadline: float | None = None) -> dict:
         self.items.append(item)
         return {"applied": len(self.items)}
 

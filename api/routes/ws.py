@@ -24,6 +24,7 @@ from hall.auth import VIEWER, Auth, Principal, Role
 from hall.budget import Budget
 from hall.channel import ChannelService
 from hall.config import Config
+from hall.errors import ChannelStopped
 from hall.hall import Hall
 from hall.hub import state_message
 from reader.errors import ReaderError
@@ -194,6 +195,8 @@ async def _message(svc: ChannelService, auth: Auth, p: Principal, client: Any,
         await svc.hand(ev, trusted=p.role is Role.OPERATOR)
     except ReaderError as e:
         svc.hub.send_to(client, {"type": "error", "error": "illegal_move", "detail": str(e)})
+    except ChannelStopped as e:  # not sent, expired (a cluster), stopping: said as such
+        svc.hub.send_to(client, {"type": "error", "error": e.code, "detail": str(e)[:300]})
     except Exception as e:  # a fault or a stopping channel: the socket says so and lives on
         svc.hub.send_to(client, {"type": "error", "error": "unavailable",
                                  "detail": str(e)[:300]})

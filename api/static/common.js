@@ -266,7 +266,8 @@
    *   const ch = new Y.Channel("main", { token: () => tok, onState, onStatus, onAuthLost });
    *   ch.start();
    *
-   * onStatus(s): "connecting" | "online" | "reconnecting". onAuthLost(): the token is no longer
+   * onStatus(s): "connecting" | "online" | "cut_off" (a cluster's server without its broker) |
+   * "reconnecting". onAuthLost(): the token is no longer
    * known to the server (checked with GET /api/session after failed connections); reconnecting
    * stops until start() is called again.
    */
@@ -325,7 +326,8 @@
 
     /** Send a message if the socket is open; false otherwise (use the REST API then). */
     send(msg) {
-      if (this.ws && this.ws.readyState === WebSocket.OPEN && this.status === "online") {
+      if (this.ws && this.ws.readyState === WebSocket.OPEN
+          && (this.status === "online" || this.status === "cut_off")) {
         this.ws.send(JSON.stringify(msg));
         return true;
       }
@@ -340,6 +342,10 @@
         this.lastSeq = state.seq;
       }
       this.state = state;
+      // a cluster's server that lost the others (its broker) says so in every state: the
+      // badge says it too, and so that the page knows its buttons may not reach the reader
+      if (state.broker === false && this.status === "online") this._setStatus("cut_off");
+      else if (state.broker !== false && this.status === "cut_off") this._setStatus("online");
       this.onState(state);
       return true;
     }
@@ -538,7 +544,8 @@
   // yomite's own holds (reader/events.py), said in the page's language: the name the server
   // gives them is English ("recovered after a restart", "audio device: …")
   const SYSTEM_HOLDS = { "@recovered": "hold_recovered", "@audio": "hold_audio",
-    "@fault": "hold_fault", "@journal": "hold_journal", "@handover": "hold_handover" };
+    "@fault": "hold_fault", "@journal": "hold_journal", "@handover": "hold_handover",
+    "@lease": "hold_lease" };
 
   function holderName(h) {
     if (h.referee === "@operator" && (!h.name || h.name === "operator")) return t("operator_name");

@@ -45,6 +45,10 @@
     clearTimeout(offlineTimer);
     if (s === "online") {
       ui.offline.hidden = true;
+    } else if (s === "cut_off") {
+      // this server lost the cluster's other servers: said at once (what it shows may be old)
+      ui.offline.hidden = false;
+      ui.offline.textContent = t("conn_cut_off");
     } else {
       // a short blip is not worth a message across the hall
       offlineTimer = setTimeout(() => {
