@@ -12,7 +12,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from audio.errors import AudioError, VoiceError
 from desk.errors import DeskError
-from hall.errors import ChannelFault, ChannelStopped, JournalUnavailable, RoomRefused
+from hall.errors import (
+    ChannelFault,
+    ChannelStopped,
+    Expired,
+    JournalUnavailable,
+    NotSent,
+    RoomRefused,
+)
 from reader.errors import BadDeck, ConfigError, IllegalMove, ReaderError, TooManyCards
 
 
@@ -48,7 +55,9 @@ def install_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(DeskError)
     async def _desk(_r: Request, e: DeskError) -> JSONResponse:
-        return JSONResponse(body(e.code, e.detail, e.hint, e.params), e.status)
+        # a database that did not answer: a moment, and the same request again
+        retry = {"Retry-After": "2"} if e.code == "storage_unreachable" else None
+        return JSONResponse(body(e.code, e.detail, e.hint, e.params), e.status, headers=retry)
 
     @app.exception_handler(RoomRefused)
     async def _room(_r: Request, e: RoomRefused) -> JSONResponse:
@@ -86,11 +95,18 @@ def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(ChannelStopped)
     async def _stopped(_r: Request, e: ChannelStopped) -> JSONResponse:
         # one process: the server is shutting down; a cluster's: the channel's owner is being
-        # replaced (seconds) or the broker is out of reach. The message says which.
-        return JSONResponse(body("channel_stopped", str(e),
-                                 "try again in a few seconds; if it goes on, start the "
-                                 "server (or the cluster's broker) again"), 503,
-                            headers={"Retry-After": "2"})
+        # replaced (seconds) or the broker is out of reach. The message says which; the code
+        # says whether the command may have been applied (hall.errors: NotSent, Expired)
+        if isinstance(e, NotSent):
+            hint = ("nothing was applied: send it again once the page says the server reaches "
+                    "the cluster again (sending it again cannot apply it twice)")
+        elif isinstance(e, Expired):
+            hint = ("it is not applied after this; look at the channel's state before sending "
+                    "it again")
+        else:
+            hint = ("try again in a few seconds; if it goes on, start the server (or the "
+                    "cluster's broker) again")
+        return JSONResponse(body(e.code, str(e), hint), 503, headers={"Retry-After": "2"})
 
     @app.exception_handler(ReaderError)
     async def _reader(_r: Request, e: ReaderError) -> JSONResponse:
