@@ -14,8 +14,13 @@ class DeskConfig(BaseModel):
     # An SQLAlchemy URL. The default is an SQLite file under var/ (relative to the directory
     # the server runs in); e.g. postgresql+psycopg://user:pw@host/yomite for a server of one's
     # own (with its driver installed).
+    # A password is best kept out of this file: libpq's own password file
+    # (…?sslmode=verify-full&sslrootcert=/etc/yomite/pg-ca.crt&passfile=/etc/yomite/pgpass).
     database_url: str = Field("sqlite:///var/desk.sqlite3", min_length=1, max_length=500,
                               pattern=r"^[A-Za-z][A-Za-z0-9+_.-]*://")
+    # How long a desk step waits on the database before it answers 503 "nothing was recorded"
+    # (a server that does not answer: hung, or cut off by the network).
+    database_timeout_s: float = Field(2.5, ge=0.5, le=60)
     rounds: int = Field(6, ge=1, le=20)  # preliminary rounds of a new tournament
     max_upload_kb: int = Field(1024, ge=1, le=65536)  # a CSV or JSON file sent to the desk
     long_poll_s: float = Field(25.0, ge=1, le=120)  # a live page's wait for the next change

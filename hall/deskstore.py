@@ -5,6 +5,11 @@ Every step runs in that thread (the desk's own inbox): load the tournament from 
 memory. The event loop never waits on the database, so a referee's hold is never slowed by a
 result being written. Live pages wait on a tournament's version.
 
+A database that does not answer (a server hung, or cut off by the network) keeps no caller
+waiting: the thread answers 503 within `desk.database_timeout_s`, and a change whose commit's
+fate it does not know is loaded again once the database answers (hall.deskthread). A database
+that could not be opened is opened again (`Desk`).
+
 Several processes on one database (a cluster's, on PostgreSQL): each change is written only if
 the tournament's version is still the one it was computed from (desk.repository); when another
 process wrote first (`Stale`), the latest is loaded and the change computed again from it, so
@@ -19,24 +24,23 @@ import asyncio
 import logging
 import secrets
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
 from desk import tournament as ops
 from desk.errors import Conflict, Invalid, NotFound, Stale, StorageError
 from desk.export import RESERVED_IDS, TOURNAMENT_ID
 from desk.model import Settings, Tournament
+from desk.repository.watch import Watch
 from hall.config import Config
+from hall.deskthread import LONG_CALL_S, DeskThread
 
 if TYPE_CHECKING:  # SQLAlchemy and Alembic are loaded when the database is first opened
     from desk.repository import Repository
 
 log = logging.getLogger("yomite.desk")
 
-T = TypeVar("T")
 # a change computed again from the latest version at most this many times (each time another
 # process wrote first: every try means someone's change landed)
 MAX_TRIES = 50
@@ -56,7 +60,10 @@ class DeskStore:
         self.repo: Repository | None = None
         self.fault: StorageError | None = None  # the database could not be opened
         self.cache: dict[str, Tournament] = {}
-        self._db = ThreadPoolExecutor(1, thread_name_prefix="desk-db")
+        # (a change of unknown fate found written: the others may have missed it too)
+        self._thread = DeskThread(config.desk.database_timeout_s, self.reload,
+                                  lambda tid: self._announce(tid, False))
+        self.watch = self._thread.watch  # (the call the thread runs, the connections cut)
         self._changed: dict[str, asyncio.Event] = {}
         self._on_replaced = on_replaced
         self._opening = asyncio.Lock()
@@ -66,36 +73,48 @@ class DeskStore:
     # ------------------------------------------------------------------ life
     async def open(self) -> bool:
         """Open the database and load every tournament; False (and `fault` says why) if it
-        cannot be opened.
+        cannot be opened. Called again while it fails to be (a server that did not answer).
 
         A SQLite file that does not exist yet holds no tournament: it is created at the
         first tournament (`_ready`), so a hall that never uses the desk starts without loading
         SQLAlchemy and Alembic (0.4 s of CPU, a sixth of a start)."""
         if _no_file_yet(self.config.desk.database_url):
             return True
+        url = self.config.desk.database_url
+
+        def work() -> tuple[Repository, dict[str, Tournament]]:
+            repo = _open_repository(url, self.watch)
+            try:
+                loaded = {}
+                for s in repo.summaries():
+                    t = repo.load(s.id)
+                    if t is not None:
+                        loaded[t.id] = t
+                self.watch.before_commit()  # (its caller gone: nothing kept)
+            except BaseException:
+                repo.close()
+                raise
+            return repo, loaded
+
         try:
-            self.repo = await self._call(_open_repository, self.config.desk.database_url)
+            repo, loaded = await self._thread.call(work, allow_s=LONG_CALL_S)
         except StorageError as e:
-            # a full or read-only disk must not keep the hall from reading: the desk answers
-            # 503 with the reason until the server is started again with room to write
+            # a full or read-only disk, a database server away, must not keep the hall from
+            # reading: the desk answers 503 with the reason until it opens
             self.fault = e
-            log.error("the desk is unavailable: %s", e)
+            log.error("the desk is unavailable: %s", e.detail)
             return False
-        summaries = await self._call(self.repo.summaries)
-        for s in summaries:
-            t = await self._call(self.repo.load, s.id)
-            if t is not None:
-                self.cache[t.id] = t
+        self.repo, self.fault = repo, None
+        self.cache.update(loaded)
         return True
 
-    async def close(self) -> None:
-        if self.repo is not None:
-            await self._call(self.repo.close)
-        self._db.shutdown(wait=True)
+    @property
+    def reopens(self) -> bool:
+        """The database could not be opened for a reason that may pass (a server away)."""
+        return self.fault is not None and self.fault.code == "storage_unreachable"
 
-    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._db, partial(fn, *args))
+    async def close(self) -> None:
+        await self._thread.close(self.repo.close if self.repo is not None else None)
 
     async def _ready(self) -> Repository:
         """The open database: opened (and created) now if `open` left it for the first
@@ -104,8 +123,9 @@ class DeskStore:
         if self.repo is None and self.fault is None:
             async with self._opening:
                 if self.repo is None:
-                    self.repo = await self._call(_open_repository,
-                                                 self.config.desk.database_url)
+                    self.repo = await self._thread.call(
+                        _open_repository, self.config.desk.database_url, self.watch,
+                        allow_s=LONG_CALL_S)
         if self.repo is None:
             raise self.fault or StorageError("the desk's database is not open")
         return self.repo
@@ -150,13 +170,13 @@ class DeskStore:
                 raise Conflict(f"there is already a tournament {t.id!r}",
                                "choose another id, or import with replace=true",
                                code="tournament_exists")
-            if replace_existing:
-                repo.delete(t.id)
-            repo.create(t)
-            self.cache[t.id] = t
+            repo.create(t, replace=replace_existing)  # (the one it replaces: in the same
+            self.cache[t.id] = t                      # transaction)
             return t
 
-        out = await self._call(work)
+        # (a whole day imported may take longer to write than a step)
+        out = await self._thread.guarded(t.id, self._thread.call(
+            work, allow_s=LONG_CALL_S if t.players or t.rounds else None))
         self._on_replaced(t.id)
         self._notify(t.id)
         self._announce(t.id, True)
@@ -170,7 +190,7 @@ class DeskStore:
             repo.delete(tid)
             self.cache.pop(tid, None)
 
-        await self._call(work)
+        await self._thread.guarded(tid, self._thread.call(work))
         self._on_replaced(tid)
         self._notify(tid)
         self._announce(tid, True)
@@ -200,7 +220,7 @@ class DeskStore:
         before = self.get(tid).version
         changed = False
         try:
-            t, changed = await self._call(work)
+            t, changed = await self._thread.guarded(tid, self._thread.call(work))
         finally:
             now = self.cache.get(tid)
             if changed or (now is not None and now.version != before):
@@ -211,34 +231,32 @@ class DeskStore:
 
     async def changes(self, tid: str, make: Callable[[Tournament], Sequence[ops.Change]]
                       ) -> Tournament:
-        """Several changes computed together (every block's pairing): all are checked before
-        the first is written; each is its own transaction. If another process wrote first,
-        they are computed again from the latest, as long as none was written; after that, the
-        rest is refused (Stale: the desk shows the latest, and is asked to do it again)."""
+        """Several changes computed together (every block's pairing), written in one
+        transaction: all or none. If another process wrote first, they are computed again
+        from the latest."""
         repo = await self._ready()
 
         def work() -> Tournament:
             for _ in range(MAX_TRIES):
                 t = self.get(tid)
-                written = False
+                chs = list(make(t))
+                if not chs:
+                    return t
                 try:
-                    for ch in make(t):
-                        repo.apply(tid, t.version, ch)
-                        written = True
-                        t = ops.apply(t, ch)
-                        self.cache[tid] = t
+                    repo.apply_all(tid, t.version, chs)
                 except Stale:
                     self._load(repo, tid)
-                    if written:
-                        raise
                     continue
+                for ch in chs:
+                    t = ops.apply(t, ch)
+                self.cache[tid] = t
                 return t
             raise Stale("the tournament was changed meanwhile, again and again",
                         "reload the desk and do it again")
 
         before = self.get(tid).version
         try:
-            out = await self._call(work)
+            out = await self._thread.guarded(tid, self._thread.call(work))
         finally:
             if (t := self.cache.get(tid)) is not None and t.version != before:
                 self._notify(tid)
@@ -262,7 +280,7 @@ class DeskStore:
             return False
         repo = self.repo
         before = self.cache.get(tid)
-        t = await self._call(self._load, repo, tid)
+        t = await self._thread.call(self._load, repo, tid)
         if t is not None and before is not None and t.version == before.version \
                 and not replaced:
             return False
@@ -281,7 +299,7 @@ class DeskStore:
             await self._ready()  # another process made the first tournament
             assert self.repo is not None
         repo = self.repo
-        summaries = await self._call(repo.summaries)
+        summaries = await self._thread.call(repo.summaries)
         there = {s.id: s.version for s in summaries}
         stale = [tid for tid, v in there.items()
                  if (t := self.cache.get(tid)) is None or t.version != v]
@@ -317,10 +335,10 @@ class DeskStore:
         return self.get(tid)
 
 
-def _open_repository(url: str) -> Repository:
+def _open_repository(url: str, watch: Watch) -> Repository:
     from desk.repository import open_repository
 
-    return open_repository(url)
+    return open_repository(url, watch=watch)
 
 
 def _no_file_yet(url: str) -> bool:

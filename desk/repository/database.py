@@ -1,5 +1,5 @@
-"""Opening the desk's database: the URL, SQLite's pragmas, and Alembic's migrations brought
-up to date."""
+"""Opening the desk's database: the URL, SQLite's pragmas, a PostgreSQL connection's limits and
+its watch (desk.repository.watch), and Alembic's migrations brought up to date."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from ..errors import StorageError
 from .store import Repository
+from .watch import Watch
 
 log = logging.getLogger("yomite.desk")
 
@@ -54,9 +55,31 @@ def migrate(engine: Engine, revision: str = "head") -> None:
         command.upgrade(cfg, revision)
 
 
-def open_repository(url: str, *, run_migrations: bool = True) -> Repository:
+def _watched(engine: Engine, watch: Watch) -> None:
+    """Every PostgreSQL connection opened with the watch's limits, and its socket watched from
+    its opening to its closing."""
+
+    def do_connect(_dialect: Any, _record: Any, _cargs: Any, cparams: dict[str, Any]) -> None:
+        watch.server_options(cparams)
+
+    def connected(dbapi_connection: Any, _record: Any) -> None:
+        watch.track(dbapi_connection)
+
+    def closing(dbapi_connection: Any, *_rest: Any) -> None:
+        watch.forget(dbapi_connection)
+
+    event.listen(engine, "do_connect", do_connect)
+    event.listen(engine, "connect", connected)
+    for name in ("close", "close_detached", "detach"):
+        event.listen(engine, name, closing)
+
+
+def open_repository(url: str, *, run_migrations: bool = True,
+                    watch: Watch | None = None) -> Repository:
     """Open (and create, for SQLite) the database at `url` and migrate it to the latest
-    schema. Raises StorageError naming the URL's problem (never its password)."""
+    schema. Raises StorageError naming the URL's problem (never its password). `watch`: the
+    calls' allowance and the connections' sockets (a default one if not given)."""
+    watch = watch or Watch()
     try:
         u = make_url(url)
     except ArgumentError as e:
@@ -79,16 +102,25 @@ def open_repository(url: str, *, run_migrations: bool = True) -> Repository:
                            "install the database's driver, or use sqlite") from None
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
+    elif engine.dialect.name == "postgresql":
+        _watched(engine, watch)
     try:
         if run_migrations:
-            migrate(engine)
+            with watch.waiting():
+                migrate(engine)
     except SQLAlchemyError as e:
         engine.dispose()
+        watch.forget_all()
+        # a server that does not answer (or refuses the connection) may answer in a moment:
+        # the desk tries again (hall.deskstore); a URL, a password or a certificate wrong does
+        # not mend itself, but is said the same way and tried again as cheaply
         raise StorageError(f"cannot open the desk's database {shown}: "
                            f"{str(e).splitlines()[0][:200]}",
-                           "check desk.database_url and that the database is reachable") from None
+                           "check desk.database_url and that the database is reachable",
+                           code="storage_unreachable"
+                           if engine.dialect.name != "sqlite" else None) from None
     log.info("desk database: %s", shown)
-    return Repository(engine)
+    return Repository(engine, watch)
 
 
 def database_text(url: str) -> str:

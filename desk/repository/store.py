@@ -1,10 +1,16 @@
-"""The repository: a tournament loaded from its rows, created, deleted, and each Change written
-in one transaction that checks the tournament's version."""
+"""The repository: a tournament loaded from its rows, created, deleted, and each Change (or
+several computed together) written in one transaction that checks the tournament's version.
+
+A database that fails is a StorageError whose code says what the caller knows: on SQLite
+`storage_unavailable` (the disk); on a server, `storage_unreachable` when the transaction did
+not reach its commit (nothing was written) and `storage_unsure` when its commit failed (it may
+have been written: the same change computed again from the tournament finds its version moved
+and is not written twice)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import assert_never
@@ -15,7 +21,13 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import (
+    DBAPIError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    SQLAlchemyError,
+)
 from sqlalchemy.orm import Session
 
 from ..errors import Conflict, Stale, StorageError
@@ -64,6 +76,7 @@ from .tables import (
     set_confirmed,
     set_reading,
 )
+from .watch import Watch
 
 log = logging.getLogger("yomite.desk")
 
@@ -78,31 +91,58 @@ class Summary:
 
 
 class Repository:
-    def __init__(self, engine: Engine) -> None:
+    """The desk's tables. Used from one thread at a time (the desk's database thread), whose
+    call under way is `watch.attempt`."""
+
+    def __init__(self, engine: Engine, watch: Watch | None = None) -> None:
         self.engine = engine
+        self.watch = watch or Watch()
 
     @contextmanager
-    def _session(self, snapshot: bool = False) -> Iterator[Session]:
+    def _session(self, snapshot: bool = False, writes: bool = True) -> Iterator[Session]:
         """One transaction. `snapshot`: every SELECT in it sees the database as at its first
         (PostgreSQL's REPEATABLE READ; SQLite's transactions are snapshots already), so a
-        tournament read while another process commits is one version, never a mix."""
-        try:
-            with Session(self.engine) as s, s.begin():
+        tournament read while another process commits is one version, never a mix. Its
+        commit is the call's point of no return (watch.Attempt)."""
+        with self.watch.waiting(), Session(self.engine) as s:
+            try:
+                s.begin()
                 if snapshot and self.engine.dialect.name == "postgresql":
                     s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
                 yield s
-        except SQLAlchemyError as e:
-            log.error("desk database: %s", e)
-            raise StorageError(f"the desk's database failed: {type(e).__name__}: "
-                               f"{str(e).splitlines()[0][:200]}",
-                               "check the database (desk.database_url) and try again") from e
+                s.flush()
+            except SQLAlchemyError as e:
+                raise self._failed(e, committing=False) from e
+            self.watch.before_commit(writes)  # (Abandoned: the session's end rolls it back)
+            try:
+                s.commit()
+            except SQLAlchemyError as e:
+                raise self._failed(e, committing=writes) from e
+
+    def _failed(self, e: SQLAlchemyError, committing: bool) -> StorageError:
+        log.error("desk database: %s", e)
+        what = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        if self.engine.dialect.name == "sqlite":
+            return StorageError(f"the desk's database failed: {what}",
+                                "check the database (desk.database_url) and try again")
+        if committing:
+            return StorageError(f"the desk's database failed during the commit ({what}): the "
+                                "change may or may not have been recorded",
+                                "reload the desk to see whether it was; a result sent again "
+                                "is recorded once", code="storage_unsure")
+        lost = isinstance(e, OperationalError | InterfaceError) or (
+            isinstance(e, DBAPIError) and e.connection_invalidated)
+        return StorageError(f"the desk's database failed ({what}): nothing was recorded",
+                            "send it again in a few seconds; if this goes on, check the "
+                            "database server and the network (desk.database_url)",
+                            code="storage_unreachable" if lost else None)
 
     def close(self) -> None:
         self.engine.dispose()
 
     # ------------------------------------------------------------ reading
     def summaries(self) -> list[Summary]:
-        with self._session(snapshot=True) as s:
+        with self._session(snapshot=True, writes=False) as s:
             rows = s.scalars(select(TournamentRow).order_by(TournamentRow.created_at)).all()
             out = []
             for r in rows:
@@ -111,7 +151,7 @@ class Repository:
             return out
 
     def load(self, tid: str) -> Tournament | None:
-        with self._session(snapshot=True) as s:
+        with self._session(snapshot=True, writes=False) as s:
             t = s.get(TournamentRow, tid)
             if t is None:
                 return None
@@ -167,10 +207,13 @@ class Repository:
             )
 
     # ------------------------------------------------------------ writing
-    def create(self, t: Tournament) -> None:
-        """Store a whole tournament (a new one, or an imported one) in one transaction."""
+    def create(self, t: Tournament, replace: bool = False) -> None:
+        """Store a whole tournament (a new one, or an imported one; `replace`: in place of the
+        one of its id, if any) in one transaction."""
         with self._session() as s:
-            if s.get(TournamentRow, t.id) is not None:
+            if replace:
+                self._delete(s, t.id)
+            elif s.get(TournamentRow, t.id) is not None:
                 raise Conflict(f"there is already a tournament {t.id!r}",
                                "choose another id, or replace it",
                                code="tournament_exists")
@@ -201,22 +244,34 @@ class Repository:
 
     def delete(self, tid: str) -> bool:
         with self._session() as s:
-            # children first: not every database enforces ON DELETE CASCADE by default
-            for table in (MatchRow, RoundRow, PlayerRow, BlockRow, RefereeRow, ResultChangeRow):
-                s.execute(delete(table).where(table.tournament == tid))
-            return bool(s.execute(delete(TournamentRow).where(TournamentRow.id == tid))
-                        .rowcount)  # type: ignore[attr-defined]
+            return self._delete(s, tid)
+
+    @staticmethod
+    def _delete(s: Session, tid: str) -> bool:
+        # children first: not every database enforces ON DELETE CASCADE by default
+        for table in (MatchRow, RoundRow, PlayerRow, BlockRow, RefereeRow, ResultChangeRow):
+            s.execute(delete(table).where(table.tournament == tid))
+        return bool(s.execute(delete(TournamentRow).where(TournamentRow.id == tid))
+                    .rowcount)  # type: ignore[attr-defined]
 
     def apply(self, tid: str, version: int, change: Change) -> None:
         """Write `change`, computed from the tournament at `version`, in one transaction."""
+        self.apply_all(tid, version, (change,))
+
+    def apply_all(self, tid: str, version: int, changes: Sequence[Change]) -> None:
+        """Write `changes`, computed together from the tournament at `version` (each from the
+        tournament after the one before), in one transaction: all or none. The version goes
+        up by one a change, as `desk.tournament.apply` counts it."""
         with self._session() as s:
             done = s.execute(update(TournamentRow)
                              .where(TournamentRow.id == tid, TournamentRow.version == version)
-                             .values(version=version + 1))
+                             .values(version=version + len(changes)))
             if done.rowcount != 1:  # type: ignore[attr-defined]
                 raise Stale("the tournament was changed meanwhile",
                                "reload the desk and do it again")
-            self._write(s, tid, change)
+            for change in changes:
+                self._write(s, tid, change)
+                s.flush()  # (a change's rows before the next one's: a round before its mats)
 
     def _write(self, s: Session, tid: str, change: Change) -> None:
         match change:
