@@ -53,6 +53,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench.cluster_procs import (  # noqa: E402
@@ -65,6 +67,7 @@ from bench.cluster_procs import (  # noqa: E402
     write_config,
 )
 from bench.conditions import machine  # noqa: E402
+from tests.clusterprocs import access  # noqa: E402
 from tests.natsbroker import Broker  # noqa: E402
 
 QUIET_S = 0.3  # the hold's answer is read once the listeners had its state
@@ -96,7 +99,11 @@ class Cluster:
         self.rooms = rooms
         self.broker = Broker(tmp / "broker") if bus else None
         cfg = write_config(tmp, rooms)
-        url = self.broker.url if self.broker else None
+        if self.broker is not None:  # the broker's accounts: yomite's user, the cluster's key
+            doc = yaml.safe_load(cfg.read_text("utf-8"))
+            doc.setdefault("cluster", {}).update(access(self.broker, tmp))
+            cfg.write_text(yaml.safe_dump(doc), "utf-8")
+        url = self.broker.address if self.broker else None
         self.nodes = [Node(tmp, cfg, f"p{i}", url) for i in range(n)]
         self.up_s = math.nan
 

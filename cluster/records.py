@@ -8,6 +8,12 @@ teacher who redeemed a code through one process is an operator on all of them), 
 or closed (`Rooms.adopt`). `ClusterHost` is where a room's channel runs: on every process, read
 by the one that holds its lease (the process that opened it first; cluster.node), its PIN and
 speaker key shared like a configured channel's (cluster.shared).
+
+A record is sealed with the cluster's key under its own key's name (cluster.seal): an
+organisation's invite code, an operator's token digest, who opened which room are not the
+broker's to read, and a record put by someone without the key (an operator of their own making)
+is never taken. The quotas' seats (`seats/<pool>`, cluster.seats) are the exception: room names
+and times, changed by compare-and-set on the broker's revision (cluster.kvcas), kept as they are.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from nats.js.kv import KeyValue
 from cluster.bus import Bus, stop_watch
 from cluster.node import ClusterNode
 from cluster.rotations import RotationShare
+from cluster.seal import SealError
 from cluster.seats import KvSeats
 from cluster.shared import channel_secrets, share
 from hall.auth import Auth
@@ -37,6 +44,7 @@ from reader.clock import Clock
 log = logging.getLogger("yomite.cluster")
 
 MAX_RECORD = 64 * 1024  # one record's JSON, bytes (a room's is ~200)
+PLAIN = ("seats/",)  # keys written by cluster.seats as they are (names and times)
 
 Changed = Callable[[str, dict[str, Any] | None], Awaitable[None]]
 
@@ -69,6 +77,8 @@ class KvBucket:
         raw = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         if len(raw) > MAX_RECORD:
             raise OSError(errno.EFBIG, f"a record of {len(raw)} bytes (at most {MAX_RECORD})")
+        if not key.startswith(PLAIN):
+            raw = self.bus.seal.seal(self._where(key), raw)
         try:
             await self.kv.put(key, raw)
         except Exception as e:
@@ -84,6 +94,28 @@ class KvBucket:
             raise OSError(errno.EIO, f"the broker did not keep it: {e}") from None
         self._items.pop(key, None)
 
+    def _where(self, key: str) -> str:
+        return f"{self.bus.subjects.records}/{key}"
+
+    def _doc(self, entry: Any) -> dict[str, Any] | None:
+        """The entry's document; None for a deleted key, or one that is not a JSON object or
+        does not open with the cluster's key (said in the log)."""
+        if entry.operation in ("DEL", "PURGE") or not entry.value:
+            return None
+        raw = entry.value
+        if not entry.key.startswith(PLAIN):
+            try:
+                raw = self.bus.seal.open(self._where(entry.key), raw)
+            except SealError as e:
+                log.error("records: %s is not taken: %s", entry.key, e)
+                return None
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            log.warning("records: %s is not JSON: skipped", entry.key)
+            return None
+        return doc if isinstance(doc, dict) else None
+
     # ------------------------------------------------------------------ the watch
     async def _unwatch(self) -> None:
         task, watcher, self._task, self._watcher = self._task, self._watcher, None, None
@@ -97,7 +129,7 @@ class KvBucket:
         watcher = await self.kv.watchall()
         before, now = self._items, {}
         while (entry := await watcher.updates(timeout=5.0)) is not None:  # type: ignore[no-untyped-call]
-            doc = _doc(entry)
+            doc = self._doc(entry)
             if doc is not None:
                 now[entry.key] = doc
         self._items, self._watcher = now, watcher
@@ -111,7 +143,7 @@ class KvBucket:
         async for entry in watcher:
             if entry is None:
                 continue
-            doc = _doc(entry)
+            doc = self._doc(entry)
             if doc is None:
                 self._items.pop(entry.key, None)
             else:
@@ -125,18 +157,6 @@ class KvBucket:
             await self.on_change(key, doc)
         except Exception:  # one record this process cannot apply stops no other
             log.exception("records: applying %s failed", key)
-
-
-def _doc(entry: Any) -> dict[str, Any] | None:
-    """The entry's document; None for a deleted key (or one that is not a JSON object)."""
-    if entry.operation in ("DEL", "PURGE") or not entry.value:
-        return None
-    try:
-        doc = json.loads(entry.value)
-    except ValueError:
-        log.warning("records: %s is not JSON: skipped", entry.key)
-        return None
-    return doc if isinstance(doc, dict) else None
 
 
 class RoomShare:
@@ -169,7 +189,7 @@ class ClusterHost:
 
     async def add(self, ch: ChannelConfig, *, here: bool) -> None:
         hall = self.node.hall
-        await share(self.node.bus.shared, channel_secrets(
+        await share(self.node.bus, channel_secrets(
             hall.config.journal_dir, ch.name, hall.config.server.security.pin_digits))
         hall.add_service(ch)
         self.rotations.hook(ch.name)

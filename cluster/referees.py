@@ -3,7 +3,9 @@ process (its PIN) keeps its token when its phone reconnects to another.
 
 A join or removal here is put in the shared bucket (`referee.<id>`: the row hall.auth keeps,
 with the token's digest, never the token); every process watches those keys and applies what
-another process put (hall.auth.Auth.apply_row).
+another process put (hall.auth.Auth.apply_row). A row is sealed with the cluster's key
+(cluster.shared.sealed): a row that does not open (put by someone without the key: a referee
+with a token of their own choosing) is never applied.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import logging
 from typing import Any
 
 from cluster.bus import Bus, stop_watch
+from cluster.seal import SealError
+from cluster.shared import opened, sealed
 from hall.auth import Auth
 
 log = logging.getLogger("yomite.cluster")
@@ -55,7 +59,10 @@ class RefereeShare:
                 self.auth.apply_row({"op": "remove", "id": rid})
                 continue
             try:
-                row = json.loads(entry.value)
+                row = json.loads(opened(self.bus, entry.key, entry.value))
+            except SealError as e:
+                log.error("referee %s: not applied: %s", rid, e)
+                continue
             except ValueError:
                 continue
             if isinstance(row, dict) and row.get("id") == rid:
@@ -72,6 +79,7 @@ class RefereeShare:
             if row.get("op") == "remove":
                 await self.bus.shared.delete(key)
             else:
-                await self.bus.shared.put(key, json.dumps(row, ensure_ascii=False).encode())
+                raw = json.dumps(row, ensure_ascii=False).encode()
+                await self.bus.shared.put(key, sealed(self.bus, key, raw))
         except Exception as e:  # the broker away: this process knows it; others do not yet
             log.warning("referee %s: not shared with the cluster: %s", row.get("id"), e)

@@ -4,7 +4,8 @@ At start every process takes them from the shared bucket (cluster.shared: `pin.<
 `speaker-key.<channel>`). A new one made later through any process is put there, and every
 process watches those keys and adopts a value that differs from its own: the old PIN stops
 counting and the speakers that joined with the old link are disconnected everywhere, as on one
-process.
+process. The values are sealed with the cluster's key (cluster.shared.sealed): one that does not
+open (put by someone without the key) is never adopted.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import logging
 from typing import Any
 
 from cluster.bus import Bus
+from cluster.seal import SealError
+from cluster.shared import opened, sealed
 from hall.hall import Hall
 
 log = logging.getLogger("yomite.cluster")
@@ -68,8 +71,14 @@ class RotationShare:
         async for entry in watcher:
             if entry is None or not entry.value or entry.operation in ("DEL", "PURGE"):
                 continue
-            self.adopt(kind, entry.key.removeprefix(f"{kind}."),
-                       entry.value.decode("utf-8", errors="replace"))
+            channel = entry.key.removeprefix(f"{kind}.")
+            try:
+                value = opened(self.bus, entry.key, entry.value)
+            except SealError as e:
+                log.error("channel %s: the %s put on the broker is not adopted: %s", channel,
+                          kind, e)
+                continue
+            self.adopt(kind, channel, value.decode("utf-8", errors="replace"))
 
     def adopt(self, kind: str, channel: str, value: str) -> None:
         """A value put by a process (this one's own come back equal: nothing happens)."""
@@ -95,7 +104,8 @@ class RotationShare:
 
     async def _put(self, channel: str, kind: str, value: str) -> None:
         try:
-            await self.bus.shared.put(f"{kind}.{channel}", value.encode("utf-8"))
+            key = f"{kind}.{channel}"
+            await self.bus.shared.put(key, sealed(self.bus, key, value.encode("utf-8")))
         except Exception as e:  # the broker away: this process has it; others not yet
             log.warning("channel %s: the new %s is not shared with the cluster: %s",
                         channel, kind, e)

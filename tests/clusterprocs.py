@@ -19,6 +19,30 @@ from tests.serverproc import Server
 
 TOKEN = "cluster-tests-operator-token-0123456789abc"
 TTL = 2.0
+# the tests' cluster key (cluster.secret_key_file): a constant, so that a test may open what the
+# processes sealed on the broker (journal_lines)
+KEY = "5eb1c0de" * 8
+
+
+def key_file(folder: Path) -> Path:
+    """The tests' cluster key in `folder/cluster.key`, readable by this user only."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "cluster.key"
+    path.write_text(KEY + "\n", "utf-8")
+    path.chmod(0o600)
+    return path
+
+
+def access(broker: Broker, folder: Path) -> dict[str, Any]:
+    """A process's `cluster` keys for `broker`: its credentials (cluster.user and
+    password_file), the cluster key, and, on a broker anyone may use, `insecure`. (A broker
+    of another kind without `cluster_config`, tests/natscluster.py's, is taken as one anyone
+    may use until it has accounts.)"""
+    out = {**getattr(broker, "cluster_config", dict)(),
+           "secret_key_file": str(key_file(folder))}
+    if getattr(broker, "anonymous", not hasattr(broker, "cluster_config")):
+        out["insecure"] = True
+    return out
 
 
 def config(url: str, prefix: str, channels: tuple[str, ...], ttl: float = TTL,
@@ -28,7 +52,9 @@ def config(url: str, prefix: str, channels: tuple[str, ...], ttl: float = TTL,
            server: dict[str, Any] | None = None,
            rooms: dict[str, Any] | None = None,
            desk: dict[str, Any] | None = None,
-           cluster: dict[str, Any] | None = None) -> dict[str, Any]:
+           cluster: dict[str, Any] | None = None,
+           access: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`access`: the credentials and key (`access()`), under `cluster` (which overrides)."""
     return {
         **({"rooms": rooms} if rooms else {}),
         **({"desk": desk} if desk else {}),
@@ -38,7 +64,8 @@ def config(url: str, prefix: str, channels: tuple[str, ...], ttl: float = TTL,
         "audio": {"output": "null"},
         "server": {"channels": [{"name": c, **(channel or {})} for c in channels],
                    **(server or {})},
-        "cluster": {"bus": url, "lease_ttl_s": ttl, "prefix": prefix, **(cluster or {})},
+        "cluster": {"bus": url, "lease_ttl_s": ttl, "prefix": prefix, **(access or {}),
+                    **(cluster or {})},
     }
 
 
@@ -53,9 +80,11 @@ class Cluster:
                  cluster: dict[str, Any] | None = None) -> None:
         self.broker = broker
         self.prefix = f"t{os.getpid()}{int(time.monotonic() * 1000) % 100000}"
+        keys = access(broker, tmp)
         self.servers = [Server(_mk(tmp / f"p{i}"),
-                               config(broker.url, self.prefix, channels, ttl, match, channel,
-                                      voice, server, rooms, desk, cluster),
+                               config(getattr(broker, "address", broker.url), self.prefix,
+                                      channels, ttl, match, channel, voice, server, rooms,
+                                      desk, cluster, keys),
                                TOKEN)
                         for i in range(n)]
 
@@ -176,8 +205,14 @@ def start_reading(through: Server, owner: Server, ch: str) -> None:
 
 
 def journal_lines(url: str, prefix: str, ch: str) -> list[dict[str, Any]]:
-    """Every line the broker's stream holds for the channel (what a new owner replays)."""
+    """Every line the broker's stream holds for the channel (what a new owner replays), opened
+    with the tests' key (`url`: the broker's, with yomite's user: `Broker.url`)."""
     import nats
+
+    from cluster.seal import Sealer, is_sealed
+
+    sealer = Sealer([bytes.fromhex(KEY)], "tests/clusterprocs.KEY")
+    subject = f"{prefix}.journal.{ch}"
 
     async def read() -> list[dict[str, Any]]:
         nc = await nats.connect(url)
@@ -192,7 +227,8 @@ def journal_lines(url: str, prefix: str, ch: str) -> list[dict[str, Any]]:
                 except Exception:  # nats' TimeoutError: none left
                     break
                 for m in msgs:
-                    out.append(json.loads(m.data)["line"])
+                    data = sealer.open(subject, m.data) if is_sealed(m.data) else m.data
+                    out.append(json.loads(data)["line"])
                     await m.ack()
             return out
         finally:

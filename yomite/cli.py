@@ -18,7 +18,7 @@ from audio.config import VoiceEngine
 from audio.errors import AudioError
 from hall.config import Config, load_config
 from reader.errors import ReaderError
-from yomite import offline
+from yomite import clustercmd, offline
 from yomite.startup import StartupError
 
 
@@ -292,10 +292,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     overrides: dict[str, object] = {}
     if getattr(args, "journal_dir", None):
         overrides["journal_dir"] = Path(args.journal_dir)
-    if getattr(args, "bus", None):
-        overrides["cluster"] = cfg.cluster.model_copy(update={"bus": args.bus})
+    overrides.update(clustercmd.overrides(cfg, args))  # --bus, --bus-insecure
     if overrides:
         cfg = cfg.model_copy(update=overrides)
+    clustercmd.check(cfg)  # a broker anyone may use, a missing or wrong key: exit 2
     return serve(cfg, host=args.host, port=args.port,
                  open_console=getattr(args, "open", False))
 
@@ -327,9 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--open", action="store_true",
                    help="open the operator's console in this computer's browser once serving "
                    "(what `yomite` with no command does)")
-    s.add_argument("--bus", default=None, metavar="URL",
-                   help="join a cluster through this NATS broker (nats://host:4222; default "
-                   "cluster.bus): README, the association's server")
+    clustercmd.add_serve_arguments(s)  # --bus URL, --bus-insecure
     s.add_argument("--journal-dir", default=None, metavar="DIR",
                    help="this process's own folder for journals and keys (default journal_dir; "
                    "two processes on one machine need one each)")
@@ -360,6 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--timeline", default=None, help="match.json: every segment with its times")
     r.set_defaults(func=cmd_render)
 
+    clustercmd.add_commands(sub)  # cluster-key FILE
     dv = sub.add_parser("devices", help="list output devices")
     dv.set_defaults(func=cmd_devices)
 
