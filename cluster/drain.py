@@ -4,12 +4,14 @@ A process that stops on its own (SIGTERM or Ctrl-C: `yomite serve --bus` exiting
 processes are alive first waits, for each channel it owns that is being read, for the silence
 between two cards (`gap_between_cards`, at its middle: the last sound has died away) and raises
 `@handover` there, so the match stops where nothing is cut; a channel paused or at rest is
-handed over at once. It then notes the handover in the shared bucket (`handover.<channel>`:
-its wall-clock time) and gives its leases back. The process that takes such a channel within
-`HANDOVER_FRESH_S` of the note lowers `@handover` and `@recovered` itself: the reading goes on
-after the lead-in, the players hear one longer silence between two cards. A channel taken
-later (no process took it, the service was stopped whole) is recovered paused as after a
-crash: nobody may be there any more.
+handed over at once. It then notes the handover in the broker's `<prefix>_handover` bucket
+(`handover.<channel>`), whose keys the broker itself removes `HANDOVER_FRESH_S` after they were
+written (the bucket's TTL: the note's age is the broker's, no two processes' clocks are
+compared), and gives its leases back. The process that takes such a channel while the note is
+there lowers `@handover` and `@recovered` itself: the reading goes on after the lead-in, the
+players hear one longer silence between two cards. A channel taken later (no process took
+it, the service was stopped whole) is recovered paused as after a crash: nobody may be there
+any more.
 
 `cluster.drain_s` bounds the wait for a card's end (a card is read in 15-25 s; memorising
 lasts its configured time): past it, the channel is handed over where it is (`@handover` cuts
@@ -21,11 +23,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 
+from nats.js.api import KeyValueConfig, StorageType
 from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
+from cluster.bus import Bus, _bucket
 from hall.channel import ChannelService
 from hall.reading import ENDED
 from hall.states import MatchState
@@ -39,6 +42,13 @@ CARD_END = "gap_between_cards"
 
 def _key(channel: str) -> str:
     return f"handover.{channel}"
+
+
+async def notes(bus: Bus) -> KeyValue:
+    """The bucket of handover notes (made by the first process that needs it)."""
+    return await _bucket(bus.js, KeyValueConfig(
+        bucket=f"{bus.subjects.prefix}_handover", history=1, ttl=HANDOVER_FRESH_S,
+        storage=StorageType.FILE, replicas=int(getattr(bus, "replicas", 1))))
 
 
 def _match(svc: ChannelService) -> MatchState | None:
@@ -83,29 +93,22 @@ async def pause_at_card_end(svc: ChannelService, timeout_s: float) -> bool:
         unsubscribe()
 
 
-async def note_handover(shared: KeyValue, channel: str) -> None:
+async def note_handover(bucket: KeyValue, channel: str) -> None:
     """Tell the process that takes `channel` next that this was a handover (before the lease
     is given back)."""
-    await shared.put(_key(channel), f"{time.time():.3f}".encode())
+    await bucket.put(_key(channel), b"1")
 
 
-async def resume_handed_over(shared: KeyValue, svc: ChannelService) -> bool:
-    """Just taken: if the channel was handed over moments ago, lower `@handover` and
-    `@recovered` (the reading goes on); the note is removed either way. True if resumed."""
+async def resume_handed_over(bucket: KeyValue, svc: ChannelService) -> bool:
+    """Just taken: if the channel was handed over moments ago (its note is there: the broker
+    forgets it `HANDOVER_FRESH_S` after), lower `@handover` and `@recovered` (the reading goes
+    on); the note is removed either way. True if resumed."""
     try:
-        entry = await shared.get(_key(svc.name))
+        await bucket.get(_key(svc.name))
     except KeyNotFoundError:
         return False
     with contextlib.suppress(Exception):
-        await shared.delete(_key(svc.name))
-    try:
-        at = float((entry.value or b"").decode())
-    except ValueError:
-        return False
-    if not 0 <= time.time() - at <= HANDOVER_FRESH_S:
-        log.info("channel %s: handed over %.0f s ago: recovered paused", svc.name,
-                 time.time() - at)
-        return False
+        await bucket.delete(_key(svc.name))
     m = _match(svc)
     if m is None or HANDOVER not in {h.referee for h in m.snapshot.holds}:
         return False

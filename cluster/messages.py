@@ -6,6 +6,11 @@ published states.
              {"op": "latest"}                                  -> {"state": {...}, "output": {...}}
              {"op": "volume", "volume_db": -6.0}               -> {"state": {...}, "output": {...}}
     error    {"error": {"type": "IllegalMove", "message": "...", "attrs": {...}}}
+
+A command (every op but "latest") also carries its `id` (applied once), the owner's `epoch` it
+was meant for and its `deadline` on that owner's monotonic clock (cluster.remote); every
+message of the owner carries, in its headers, its name, epoch, publication number and its
+monotonic clock when sent (`MONO`).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import Any
 
 from audio.errors import AudioError, CodecError, DeviceError, PackError, VoiceError
 from cluster.codec import from_plain, to_plain
-from hall.errors import ChannelFault, ChannelStopped, JournalUnavailable
+from hall.errors import ChannelFault, ChannelStopped, Expired, JournalUnavailable, NotSent
 from hall.inbox import Item, PrepareMatch
 from hall.states import ChannelState
 from reader.errors import (
@@ -30,6 +35,12 @@ from reader.errors import (
 )
 from reader.events import Event, Tick
 
+
+class StaleOwner(NotSent):
+    """A command stamped for another owner's clock (the channel changed hands on its way): not
+    applied; its sender stamps it again for this owner, whose clock the answer says."""
+
+
 # what may be asked of a channel's owner: a new match, and every event of the reader but the
 # passing of time (the owner's own)
 ITEMS: dict[str, type] = {t.__name__: t for t in (PrepareMatch, *typing.get_args(Event))
@@ -37,9 +48,11 @@ ITEMS: dict[str, type] = {t.__name__: t for t in (PrepareMatch, *typing.get_args
 # what the owner may raise, rebuilt here as the same class (its message and attributes)
 ERRORS: dict[str, type[Exception]] = {t.__name__: t for t in (
     ReaderError, IllegalMove, BadDeck, TooManyCards, ConfigError, JournalError, ChannelFault,
-    ChannelStopped, JournalUnavailable, AudioError, VoiceError, PackError, CodecError,
-    DeviceError)}
+    ChannelStopped, NotSent, Expired, StaleOwner, JournalUnavailable, AudioError, VoiceError,
+    PackError, CodecError, DeviceError)}
 MAX_MESSAGE = 256 * 1024  # a request or state larger than this is refused
+MONO = "Yomite-Mono"  # the sender's time.monotonic() when it sent the message
+
 
 
 class ProtocolError(ValueError):

@@ -21,6 +21,7 @@ from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
+from cluster import journalline
 from cluster.bus import Bus
 
 log = logging.getLogger("yomite.cluster")
@@ -67,8 +68,7 @@ class JournalMirror:
             return  # read already (a subscription made again after the broker came back)
         channel = msg.subject.rsplit(".", 1)[-1]
         try:
-            body = json.loads(msg.data)
-            file, line = str(body["file"]), body["line"]
+            file, line = journalline.decode(self.bus, msg.subject, msg.data)
             if "/" in file or file.startswith(".") or not isinstance(line, dict):
                 raise ValueError(f"bad file {file!r}")
         except (ValueError, KeyError, TypeError) as e:
@@ -125,6 +125,43 @@ class JournalMirror:
             f.write(b"".join(raw + b"\n" for raw in lines))
         tmp.replace(path)
         return path
+
+    def set_aside(self, channel: str, path: Path) -> Path | None:
+        """The channel was read here until a moment ago and is not any more (its lease lost):
+        the lines its journal file here has that the stream does not (written while the
+        broker was out of reach) are moved to `<file>.unshared` beside it, and the file is
+        the stream's again (the lines the next owner writes are added to it here, as to any
+        channel's). Returns the `.unshared` file, if there were such lines."""
+        known = self.latest.get(channel)
+        if known is None or known[0] != path.name:
+            return None  # the stream has another match by now: the file is left as it is
+        try:
+            mine = path.read_bytes().splitlines()
+        except OSError:
+            return None
+        stored = [json.loads(raw) for raw in known[1]]
+        kept = 0
+        for raw in mine:
+            try:
+                same = kept < len(stored) and json.loads(raw) == stored[kept]
+            except ValueError:
+                same = False
+            if not same:
+                break
+            kept += 1
+        if kept == len(mine):
+            return None
+        aside = path.with_name(path.name + ".unshared")
+        try:
+            with open(aside, "ab") as f:
+                f.write(b"".join(raw + b"\n" for raw in mine[kept:]))
+            self.restore(channel)
+        except OSError as e:
+            log.warning("mirror: %s's lines not in the stream not set aside: %s", channel, e)
+            return None
+        log.warning("channel %s: %d journal lines written here were not taken by the cluster's "
+                    "journal: kept in %s", channel, len(mine) - kept, aside)
+        return aside
 
     def header(self, channel: str) -> dict[str, Any] | None:
         known = self.latest.get(channel)

@@ -8,7 +8,10 @@ never pass a quota, as they could when each process counted only the rooms it ha
 
 A seat is free again when its room's record says it is closed (or is gone), so a process
 killed between taking a seat and giving it back loses nothing for long: a seat without a room
-record is kept `OPENING_S` (the room is being opened), then taken back by the next open.
+record is kept `OPENING_S` (the room is being opened) from when this process first saw it so,
+on its own monotonic clock (the time written with the seat is the taker's wall clock, which
+another machine's need not agree with: it is never compared), then taken back by the next
+open.
 """
 
 from __future__ import annotations
@@ -24,16 +27,19 @@ from cluster import kvcas
 SERVER_POOL = "_server"  # not an organisation id (hall.orgs.ID_ALPHABET)
 OPENING_S = 60.0  # a seat with no room record yet: the room is being opened
 T = TypeVar("T")
-Seats = dict[str, float]  # room: when its seat was taken (wall clock)
+Seats = dict[str, float]  # room: when its seat was taken (the taker's wall clock: shown only)
 
 
 class KvSeats:
     def __init__(self, kv: KeyValue, records: Callable[[], dict[str, dict[str, Any]]],
-                 wall: Callable[[], float] = time.time) -> None:
+                 wall: Callable[[], float] = time.time,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         """`records`: the bucket's documents as this process holds them (the rooms')."""
         self.kv = kv
         self.records = records
         self.wall = wall
+        self.clock = clock
+        self._unrecorded: dict[str, float] = {}  # a seat seen without its room's record: since
 
     async def take(self, pool: str, room: str, most: int) -> bool:
         """A seat in `pool` (an organisation's id; "" is the server's) for `room`; False when
@@ -65,10 +71,14 @@ class KvSeats:
         its answer and the seats to write (None: nothing to write)."""
         return await kvcas.change(self.kv, key, lambda doc: step(_seats(doc)))
 
-    def _held(self, room: str, taken: float) -> bool:
+    def _held(self, room: str, _taken: float) -> bool:
         doc = self.records().get(f"room/{room}")
         if doc is None:
-            return self.wall() - taken < OPENING_S
+            now = self.clock()
+            if len(self._unrecorded) > 4096:
+                self._unrecorded.clear()
+            return now - self._unrecorded.setdefault(room, now) < OPENING_S
+        self._unrecorded.pop(room, None)
         return doc.get("closed") is None
 
 

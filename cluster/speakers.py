@@ -215,6 +215,13 @@ class RemoteSpeakers:
             raise AudioError(f"channel {self.channel}'s reader process did not send the "
                              f"clip ({e or type(e).__name__})") from None
 
+    async def refresh(self) -> None:
+        """The owner's latest schedule again, to the pages here (the broker back: a speaker
+        page stops while its process does not reach the broker, hall's `broker` flag)."""
+        with contextlib.suppress(Exception):
+            self._take(_loads(await self._ask({"op": "schedule"}, 1.0)))
+            self._publish(self.message())
+
     async def _on_schedule(self, msg: Any) -> None:
         try:
             self._take(_loads(msg.data))

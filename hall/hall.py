@@ -21,6 +21,7 @@ from hall.seam import CensusPort
 from hall.sinks import NoDevice, SinkFactory, default_sink, output_info
 from hall.speaker import ClipStore, SoundingClock, SpeakerFeed
 from hall.speakerlink import SpeakerLink
+from hall.tenure import ALWAYS, Tenure
 from hall.voices import VoiceFactory, VoiceLike, Voices
 from reader.clip import Clip
 
@@ -116,11 +117,13 @@ class Hall:
         raise KeyError(name)
 
     def start_channel(self, ch: ChannelConfig, *,
-                      journal_tap: Callable[[str, dict[str, Any]], None] | None = None
-                      ) -> ChannelService:
+                      journal_tap: Callable[[str, dict[str, Any]], None] | None = None,
+                      tenure: Tenure = ALWAYS,
+                      on_ended: Callable[[str], None] | None = None) -> ChannelService:
         """Start the runtime of a channel whose service is made: its output, its speaker feed,
         its journal recovered (paused, if it was being read). `journal_tap` gets a copy of each
-        journal line from the first (hall.journalkeeper; a cluster's owner)."""
+        journal line from the first (hall.journalkeeper; a cluster's owner); `tenure`: how
+        long this process may read it (hall.tenure), `on_ended` told when that is over."""
         assert self._deck_key is not None, "Hall.start() first"
         voices: VoiceFactory = self.voices.get
         svc = self.channels[ch.name]
@@ -147,6 +150,7 @@ class Hall:
             rt.no_device(sink.reason)
         svc.runtime = rt
         rt.reading.journal.tap = journal_tap
+        rt.tenure, rt.on_ended = tenure, on_ended
         rt.start()
         rt.recover()
         svc.on_state(rt.state())

@@ -13,8 +13,9 @@ Where a room's channel runs is its `ChannelHost`'s business: on one process the 
 (`HallHost`); in a cluster every process has every room, each read by the one process that
 holds its lease (cluster.records.ClusterHost), and what one process changes reaches the others
 through the shared store (`adopt`). A room in use on any process is not idle: each process
-says so in the store (`RoomStore.mark_busy`) and none closes a room another saw in use within
-the idle time.
+says so in the store (`RoomStore.mark_busy`, renewed every sweep or so) and none closes a room
+whose mark it saw change within the idle time, by its own clock (the mark is another process's
+wall clock, which this one's need not agree with: it is never compared with it).
 """
 
 from __future__ import annotations
@@ -117,6 +118,8 @@ class Rooms:
         self.pages = PageSeats(hall)
         self._opening: set[str] = set()  # being opened by this process
         self._marked: dict[str, float] = {}  # when this process last said a room is in use
+        # another process's mark of a room in use, and when (self.clock) it was first seen so
+        self._marks_seen: dict[str, tuple[float, float]] = {}
 
     # ------------------------------------------------------------------ start and stop
     async def start(self) -> None:
@@ -233,6 +236,7 @@ class Rooms:
         self._rooms[name] = closed
         self._busy_at.pop(name, None)
         self._marked.pop(name, None)
+        self._marks_seen.pop(name, None)
         await self.host.close(name, CLOSED_REASON)
         await self._give_back_seats(room)
         log.info("room %s of %s closed (%s)", name, room.org, why)
@@ -321,8 +325,7 @@ class Rooms:
                 self._busy_at[name] = now
                 await self._say_busy(name, wall)
             elif idle is not None and now - self._busy_at.get(name, now) >= idle * 60.0:
-                elsewhere = self.store.busy_at(name) if self.shared else None
-                if elsewhere is not None and wall - elsewhere < idle * 60.0:
+                if self.shared and self._busy_elsewhere(name, now, idle * 60.0):
                     continue  # in use on another process of the cluster
                 try:
                     await self.close(name, "idle")
@@ -331,6 +334,18 @@ class Rooms:
                     continue
                 closed.append(name)
         return closed
+
+    def _busy_elsewhere(self, name: str, now: float, idle_s: float) -> bool:
+        """Another process said the room is in use (its mark changed) less than `idle_s` ago by
+        this process's clock."""
+        mark = self.store.busy_at(name)
+        if mark is None:
+            self._marks_seen.pop(name, None)
+            return False
+        seen = self._marks_seen.get(name)
+        if seen is None or seen[0] != mark:
+            seen = self._marks_seen[name] = (mark, now)
+        return now - seen[1] < idle_s
 
     def _sweep_every_s(self) -> float:
         return min(60.0, (self.limits.idle_close_min or 1) * 60.0 / 4)

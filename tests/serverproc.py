@@ -30,18 +30,21 @@ def free_port() -> int:
 class Server:
     def __init__(self, tmp: Path, config: dict[str, Any], token: str,
                  host: str = "127.0.0.1", deck_key: bytes | None = None,
-                 yomite: Path = YOMITE, env: dict[str, str] | None = None) -> None:
+                 yomite: Path = YOMITE, env: dict[str, str] | None = None,
+                 netns: str | None = None) -> None:
         """`deck_key`: the server's key of the reading orders, given (written where the
         server keeps it) so that a test may know the order a seed gives:
         `Deck.build(colors=..., seed=..., key=deck_key)`. `yomite` and `env`: another
-        installation's command and its environment (tests/test_wheel.py)."""
+        installation's command and its environment (tests/test_wheel.py). `netns`: a network
+        namespace to run in (`ip netns exec`, tests/netns.py), `host` its address there."""
         self.yomite = yomite
         self.env = env
         self.tmp = tmp
         self.host = host
+        self.netns = netns
         self.port = free_port()
         self.token = token
-        self.base = f"http://127.0.0.1:{self.port}"
+        self.base = self._url()
         cfg = dict(config)
         cfg.setdefault("journal_dir", str(tmp / "journal"))
         if deck_key is not None:
@@ -62,6 +65,8 @@ class Server:
         the files the server may write does not apply to its log."""
         args = [str(self.yomite), "--config", str(self.config_path), "serve", "--host",
                 self.host, "--port", str(self.port)]
+        if self.netns is not None:
+            args = ["ip", "netns", "exec", self.netns, *args]  # execs in place: same pid
         with open(self.log_path, "ab") as log:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(
                 args, stdout=subprocess.PIPE if piped else log, stderr=subprocess.STDOUT,
@@ -78,7 +83,7 @@ class Server:
                     # the free port was taken between free_port() and the server's bind (another
                     # worker's connection got it as its own ephemeral port): another port
                     self.port = free_port()
-                    self.base = f"http://127.0.0.1:{self.port}"
+                    self.base = self._url()
                     return self.start(timeout, preexec_fn, piped, attempt=attempt + 1)
                 raise RuntimeError(f"yomite serve exited {self.proc.returncode}:\n{self.log()}")
             try:
@@ -93,6 +98,12 @@ class Server:
         # and a Popen left running warns (ResourceWarning) in some later test
         self.kill()
         raise RuntimeError(f"yomite serve did not come up in {timeout} s:\n{self.log()}")
+
+    def _url(self) -> str:
+        # a server on every address is asked on loopback; one on a given address (a
+        # namespace's, which the root namespace reaches over a bridge) on that address
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
 
     def _lost_port(self, attempt: int) -> bool:
         """The server exited because its port was taken, on a try that may be repeated."""

@@ -180,11 +180,17 @@ def test_in_a_cluster_a_room_in_use_on_another_process_is_not_closed(
         assert sweep(client) == []
     said = rooms.store.busy_at(room)
     assert said is not None and abs(said - time.time()) < 60  # said to the others
-    # idle here for long; another process saw it in use a minute ago: kept
-    client.portal.call(rooms.store.mark_busy, room, time.time() - 1 * MIN)  # type: ignore
+    # idle here for long; another process says it is in use, with its own wall clock a day
+    # behind this one's (never compared: what counts is that its mark changed): kept
     clock.advance(500 * MIN)
+    client.portal.call(rooms.store.mark_busy, room, time.time() - 24 * 60 * MIN)  # type: ignore
     assert sweep(client) == [] and is_open(client, h, room)
-    # the other process's last use older than the idle time: closed
-    client.portal.call(rooms.store.mark_busy, room, time.time() - 121 * MIN)  # type: ignore
+    # it says so again an hour later (its mark changes): kept
+    clock.advance(60 * MIN)
+    client.portal.call(rooms.store.mark_busy, room,  # type: ignore
+                       time.time() - 23 * 60 * MIN)
+    assert sweep(client) == [] and is_open(client, h, room)
+    # its mark unchanged for longer than the idle time, by this process's clock: closed
+    clock.advance(121 * MIN)
     assert sweep(client) == [room]
     assert not is_open(client, h, room)

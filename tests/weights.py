@@ -21,6 +21,13 @@ WEIGHTS_S: dict[str, int] = {
     "test_cluster_page_quota.py": 45,  # measured alone (two clusters, 16 pages at once, a kill)
     "test_cluster_desk.py": 50,  # measured alone (three clusters on PostgreSQL, a whole day)
     "test_bench_cluster.py": 100,  # measured alone under load (three clusters, a kill)
+    "test_cluster_partition.py": 300,  # measured alone (cuts of 3-60 s, an edge, a stall)
+    "test_desk_outage.py": 150,  # measured alone (PostgreSQL stopped, cut, a slow commit)
+    "test_cluster_brokers.py": 230,  # measured alone (three broker nodes, four losses, TTL 30)
+    "test_cluster_bus_security.py": 80,  # measured alone (open and closed brokers, TLS)
+    "test_netns.py": 25,  # measured alone (namespaces, cuts, loss, the relay)
+    "test_tenure.py": 10,
+    "test_cluster_lease.py": 8,
     "test_fuzz.py": 103,
     "test_pages.py": 92,
     "test_speaker_pages.py": 105,
