@@ -36,6 +36,8 @@ from hall.runtime import ChannelRuntime
 
 log = logging.getLogger("yomite.cluster")
 
+RENEW_EVERY_S = 0.5
+
 class LeaseTenure:
     """A channel's tenure here (hall.tenure) from its lease: read from when the lease was
     taken safely, until the lease can no longer be proven."""
@@ -66,7 +68,11 @@ class Holdings:
         self.mirror = mirror
         self.link = link
         self.journal_dir = hall.config.journal_dir
-        self.interval_s = bus.lease_ttl_s / 4
+        # the leases renewed this often (a failed renewal is tried again as soon): a lease's
+        # deadline is 3/4 of its TTL after its last confirmed renewal, so with a long TTL (a
+        # broker cluster electing a new leader for seconds) the election may last up to
+        # 3/4 TTL less one period
+        self.interval_s = min(bus.lease_ttl_s / 4, RENEW_EVERY_S)
         self.leases = {name: self.lease_of(name) for name in hall.channels}
         self.owned: dict[str, tuple[OwnerLink, JournalStream]] = {}
         self.remotes: dict[str, RemoteRuntime] = {}

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import secrets
 from collections import deque
@@ -22,7 +21,9 @@ from typing import Any
 
 from nats.js.errors import APIError
 
+from cluster import journalline
 from cluster.bus import Bus
+from cluster.lease import Lease
 from hall.errors import JournalUnavailable
 
 log = logging.getLogger("yomite.cluster")
@@ -59,6 +60,10 @@ class JournalStream:
         self._changed = asyncio.Event()
         self._stored_changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # the channel's lease: a command is acknowledged only while it is proven (its line
+        # stored after the lease's deadline would be the line of a process that may have lost
+        # the channel already)
+        self.lease: Lease | None = None
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(
@@ -72,8 +77,7 @@ class JournalStream:
 
     def tap(self, file: str, line: dict[str, Any]) -> None:
         self._made += 1
-        data = json.dumps({"file": file, "line": line}, ensure_ascii=False,
-                          separators=(",", ":")).encode("utf-8")
+        data = journalline.encode(self.bus, self.bus.subjects.journal(self.channel), file, line)
         self._lines.append((self._made, data))
         self._changed.set()
 
@@ -81,12 +85,19 @@ class JournalStream:
     def pending(self) -> int:
         return self._made - self._stored
 
-    async def flushed(self) -> None:
+    async def flushed(self, until: float | None = None) -> None:
         """Wait until every line handed over so far is stored by the broker; JournalUnavailable
-        after `timeout_s`."""
+        after `timeout_s`, at the lease's deadline, or at `until` (time.monotonic: a command's
+        deadline: its sender is answered in time that it was applied, not that it failed)."""
         target = self._made
+        loop = asyncio.get_running_loop()
+        limit = self.timeout_s
+        if self.lease is not None:
+            limit = min(limit, self.lease.deadline - loop.time())
+        if until is not None:
+            limit = min(limit, until - loop.time())
         try:
-            async with asyncio.timeout(self.timeout_s):
+            async with asyncio.timeout(max(0.0, limit)):
                 while self._stored < target:
                     if self.fenced:
                         raise JournalUnavailable(
@@ -95,10 +106,18 @@ class JournalStream:
                     self._stored_changed.clear()
                     await self._stored_changed.wait()
         except TimeoutError:
+            if self._stored >= target:
+                return
+            if self.lease is not None and loop.time() >= self.lease.deadline:
+                raise JournalUnavailable(
+                    "not acknowledged: this process could not renew its lease on the channel "
+                    "while the command's journal line waited for the broker, so another "
+                    "process may read the channel now; look at its state before trying "
+                    "again") from None
             raise JournalUnavailable(
-                f"applied, but not yet in the cluster's journal: the broker has not stored it "
-                f"in {self.timeout_s:.0f} s ({self.pending} lines wait); it is sent as soon "
-                "as the broker is back") from None
+                "applied, but not yet in the cluster's journal: the broker has not stored it "
+                f"yet ({self.pending} lines wait); it is sent as soon as the broker takes it"
+                ) from None
 
     async def _run(self) -> None:
         subject = self.bus.subjects.journal(self.channel)
@@ -115,7 +134,18 @@ class JournalStream:
             except asyncio.CancelledError:
                 raise
             except APIError as e:
-                if e.err_code == WRONG_LAST_SEQUENCE:
+                if e.err_code != WRONG_LAST_SEQUENCE:
+                    log.info("channel %s: journal line %d refused (%s)", self.channel, n, e)
+                    await asyncio.sleep(0.2)
+                    continue
+                try:
+                    seq = await self._stored_before(subject, n)
+                except Exception as e2:  # the broker cannot say yet: the same line again
+                    log.info("channel %s: journal line %d not known yet (%s)", self.channel,
+                             n, e2)
+                    await asyncio.sleep(0.2)
+                    continue
+                if not seq:
                     log.warning("channel %s: another process wrote its journal since: this "
                                 "process no longer owns it", self.channel)
                     self.fenced = True
@@ -124,14 +154,24 @@ class JournalStream:
                     if self._on_fenced is not None:
                         self._on_fenced()
                     return
-                log.info("channel %s: journal line %d refused (%s)", self.channel, n, e)
-                await asyncio.sleep(0.2)
-                continue
             except Exception as e:  # the broker away: the same line again
                 log.info("channel %s: journal line %d not stored yet (%s)", self.channel, n, e)
                 await asyncio.sleep(0.2)
                 continue
-            self.last_seq = ack.seq  # (a line sent again: the seq it was stored with)
+            else:
+                seq = ack.seq  # (a line sent again: the seq it was stored with)
+            self.last_seq = seq
             self._lines.popleft()
             self._stored = n
             self._stored_changed.set()
+
+    async def _stored_before(self, subject: str, n: int) -> int:
+        """The stream's sequence of line `n` if the channel's last line is that very line
+        (its message id), else 0. A line sent again after its answer was lost (a broker node
+        killed between storing it and answering, or an answer later than the timeout) is
+        answered as a duplicate by a single server, but as a wrong last sequence by a broker
+        cluster (nats-server 2.9 checks the expected sequence first): that is no fence."""
+        last = await self.bus.js.get_last_msg(self.bus.subjects.stream, subject)
+        if (last.headers or {}).get("Nats-Msg-Id") == f"{self._ids}:{n}" and last.seq:
+            return last.seq
+        return 0

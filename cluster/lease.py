@@ -56,7 +56,8 @@ class Lease:
         # the share of the TTL kept back: a fence that acts late by up to this (a busy loop)
         # still acts before the key can expire, and a taker waits as much again
         self.margin_s = ttl_s / 4 if margin_s is None else margin_s
-        self.call_s = ttl_s / 4  # the longest a call to the broker is waited for
+        # the longest a call to the broker is waited for (a renewal is tried again after it)
+        self.call_s = min(ttl_s / 4, 1.0)
         self._clock = clock
         self.revision: int | None = None
         self._renewed_at = -1e18  # when the last confirmed write was sent

@@ -36,6 +36,7 @@ class JournalMirror:
         self.seen = 0  # the stream's sequence number of the last line read
         self._seen_changed = asyncio.Event()
         self._sub: Any = None
+        self._resubscribing: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         self._sub = await self.bus.js.subscribe(
@@ -46,17 +47,37 @@ class JournalMirror:
     async def _again(self) -> None:
         """The broker is back: read on from the line after the last one read (a restarted
         broker has forgotten the consumer; waiting for the ordered consumer to notice takes
-        its heartbeat's seconds)."""
-        old, self._sub = self._sub, None
-        if old is not None:
-            with contextlib.suppress(Exception):
-                await old.unsubscribe()
-        self._sub = await self.bus.js.subscribe(
-            self.bus.subjects.journal_all, ordered_consumer=True, cb=self._on_msg,
-            config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
-                                  opt_start_seq=self.seen + 1))
+        its heartbeat's seconds). Tried again until it is made (a broker cluster whose node
+        was lost has no leader for the stream for seconds: the subscription fails meanwhile,
+        and a mirror that gave up would never let this process take a channel again)."""
+        if self._resubscribing is not None and not self._resubscribing.done():
+            return
+        self._resubscribing = asyncio.get_running_loop().create_task(self._resubscribe())
+
+    async def _resubscribe(self) -> None:
+        wait = 0.25
+        while True:
+            old, self._sub = self._sub, None
+            if old is not None:
+                with contextlib.suppress(Exception):
+                    await old.unsubscribe()
+            try:
+                self._sub = await self.bus.js.subscribe(
+                    self.bus.subjects.journal_all, ordered_consumer=True, cb=self._on_msg,
+                    config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                                          opt_start_seq=self.seen + 1))
+                return
+            except Exception as e:
+                log.info("mirror: the journal not followed again yet (%s): again in %.1f s",
+                         e, wait)
+                await asyncio.sleep(wait)
+                wait = min(wait * 2, 4.0)
 
     async def stop(self) -> None:
+        if self._resubscribing is not None:
+            self._resubscribing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._resubscribing
         if self._sub is not None:
             try:
                 await self._sub.unsubscribe()

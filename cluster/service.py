@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
+from cluster.access import BusAccess
 from cluster.bus import Bus
 from cluster.census import SpeakerCensus
 from cluster.deskwatch import DeskWatch
@@ -42,9 +43,10 @@ def node_name() -> str:
 def share_secrets(config: Config, url: str) -> dict[str, str]:
     async def run() -> dict[str, str]:
         bus = await Bus.connect(url, name="yomite-start", lease_ttl_s=config.cluster.lease_ttl_s,
-                                prefix=config.cluster.prefix)
+                                prefix=config.cluster.prefix, replicas=config.cluster.replicas,
+                                access=BusAccess.of(config.cluster))
         try:
-            return await share(bus.shared, secrets_of(
+            return await share(bus, secrets_of(
                 config.journal_dir, [c.name for c in config.server.channels],
                 config.server.security.pin_digits))
         finally:
@@ -59,7 +61,8 @@ def joined(config: Config, url: str, node: str, advertise: str | None = None
     @asynccontextmanager
     async def run(hall: Hall) -> AsyncIterator[ClusterNode]:
         bus = await Bus.connect(url, name=node, lease_ttl_s=config.cluster.lease_ttl_s,
-                                prefix=config.cluster.prefix)
+                                prefix=config.cluster.prefix, replicas=config.cluster.replicas,
+                                access=BusAccess.of(config.cluster))
         member = ClusterNode(bus, hall, node, url=advertise)
         referees = RefereeShare(bus, hall.auth)
         rotations = RotationShare(bus, hall)

@@ -84,7 +84,9 @@ class ChannelService:
         self.broker_up: bool | None = None
         # awaited after each command and hand the runtime applied, before it is answered: a
         # cluster's owner waits there until the journal's lines are in the broker's stream
-        self.durable: Callable[[], Awaitable[None]] | None = None
+        # (`until`, time.monotonic: a command's deadline, by which its sender must be
+        # answered: past it the wait ends, saying the command was applied but not yet stored)
+        self.durable: Callable[[float | None], Awaitable[None]] | None = None
         # told of a PIN or speaker key changed here ("pin" | "speaker-key", the value): a
         # cluster shares it with its other processes
         self.on_secret: Callable[[str, str], None] | None = None
@@ -380,12 +382,12 @@ class ChannelService:
         if self.runtime is None:
             raise ChannelStopped(f"channel {self.name} has not started")
         state = await self.runtime.submit(item, deadline)
-        await self._durable()
+        await self._durable(deadline)
         return state
 
-    async def _durable(self) -> None:
+    async def _durable(self, until: float | None = None) -> None:
         if self.durable is not None:
-            await self.durable()
+            await self.durable(until)
 
     def latest(self) -> Latest:
         return Latest(self.seq, self.operator_view())

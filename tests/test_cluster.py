@@ -185,7 +185,9 @@ def test_a_broker_killed_and_started_again_is_survived(tmp_path: Path, broker: B
         r = hold(other, "main", "meanwhile")
         assert r.status_code == 503, r.text
         assert r.json()["error"] in ("not_sent", "expired"), r.text
-        time.sleep(1.0)
+        # away longer than the lease's TTL: the owner certainly loses its lease (a restart
+        # within its deadline keeps it, and nothing is recovered)
+        time.sleep(TTL + 1.0)
         broker.start()
         t0 = time.monotonic()
 
