@@ -8,6 +8,7 @@ file is assembled in hall/config.py.
 """
 
 import difflib
+import re
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -196,6 +197,8 @@ def explain(err: ValidationError, source: str, root: type[BaseModel]) -> ConfigE
             msg = str(e["msg"]).removeprefix("Value error, ")
             got = e.get("input")
             said = "nothing (the key is empty or null)" if got is None else repr(got)
+            # a URL's password (a broker's nats://user:password@host) is never repeated
+            said = re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", said)
             said = said if len(said) <= 80 else said[:77] + "..."
             lines.append(f"{source}: {key}: {msg} (got {said})")
     return ConfigError("\n".join(lines))

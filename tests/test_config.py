@@ -149,3 +149,10 @@ def test_audio_output_null_as_yaml_writes_it(tmp_path):
     assert load_config(p).audio.output == "null"
     with pytest.raises(ConfigError, match=r"audio\.output: Input should be 'device' or 'null'"):
         parse_config({"audio": {"output": "speakers"}})
+
+
+def test_a_bad_broker_url_is_said_without_its_password():
+    with pytest.raises(ConfigError) as e:
+        parse_config({"cluster": {"bus": "nats://yomite:s3cret-pw@b1:4222,,nats://b2:4222"}})
+    assert "cluster.bus" in str(e.value) and "s3cret-pw" not in str(e.value)
+    assert "nats://yomite:***@b1:4222" in str(e.value)
