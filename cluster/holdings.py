@@ -50,7 +50,7 @@ class LeaseTenure:
         return self._from
 
     def reads_until(self) -> float:
-        return self.lease.deadline
+        return self.lease.proven_until
 
     def why_ended(self) -> str:
         return (f"this process could not renew its lease on the channel within "
@@ -224,6 +224,10 @@ class Holdings:
         epoch = self._epochs.get(name, -1)
         rt = self.hall.channels[name].runtime
         local = rt.journal_path if isinstance(rt, ChannelRuntime) else None
+        if isinstance(rt, ChannelRuntime):
+            # the reading stops as at its tenure's end, whichever saw the lease lost first
+            # (this renewal, or the runtime at its deadline): `@lease` tells the pages here
+            rt.end_tenure()
         await self.release(name, flush=False, attach=False)
         self._lost_epoch[name] = epoch
         svc = self.hall.channels.get(name)
@@ -270,6 +274,7 @@ class Holdings:
         svc.broker_up = self.link.up
         svc.speakers = speakers
         await rr.start()
+        svc.broadcast()  # its pages told at once whether this process reaches the broker
 
 
 

@@ -61,6 +61,7 @@ class Lease:
         self._clock = clock
         self.revision: int | None = None
         self._renewed_at = -1e18  # when the last confirmed write was sent
+        self._lost_at = float("-inf")  # until when the lease was proven, once it is lost
 
     @property
     def held(self) -> bool:
@@ -72,6 +73,12 @@ class Lease:
         if self.revision is None:
             return float("-inf")
         return self._renewed_at + self.ttl_s - self.margin_s
+
+    @property
+    def proven_until(self) -> float:
+        """Until when the lease is (or was, once lost) proven: its deadline while held, else
+        the earlier of its last deadline and the moment it was given up."""
+        return self.deadline if self.revision is not None else self._lost_at
 
     def proven(self) -> bool:
         return self._clock() < self.deadline
@@ -148,12 +155,15 @@ class Lease:
     def _lose(self, why: str) -> bool:
         if self.revision is not None:
             log.warning("lease %s: %s: given up", self.key, why)
+            self._lost_at = min(self.deadline, self._clock())
         self.revision = None
         return False
 
     async def release(self) -> None:
         """Give the lease up (a drain): another process may take it at once (the delete
         marker says the holder stopped)."""
+        if self.revision is not None:
+            self._lost_at = min(self.deadline, self._clock())
         rev, self.revision = self.revision, None
         if rev is None:
             return

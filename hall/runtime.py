@@ -284,6 +284,12 @@ class ChannelRuntime:
         finally:
             self._fail_pending(ChannelStopped(f"channel {self.name} stopped"))
 
+    def end_tenure(self) -> None:
+        """The tenure is over, as its holder saw before this loop did (a cluster's renewal
+        that found the lease lost): the reading stops now, as at the tenure's end."""
+        if self.ended is None:
+            self._end_tenure()
+
     def _end_tenure(self) -> None:
         """This process may no longer read the channel: the reading stops where it is (a hand
         of yomite's own, `@lease`, cuts it: the pages here say why), and nothing is applied
@@ -292,7 +298,8 @@ class ChannelRuntime:
         self.ended = why
         # how late the loop came to it (a frozen or busy process): nothing was applied since
         # the tenure's end all the same, not even the passing of time
-        late = max(0.0, time.monotonic() - self.tenure.reads_until())
+        until = self.tenure.reads_until()
+        late = max(0.0, time.monotonic() - until) if until > float("-inf") else 0.0
         log.warning("channel %s: the reading stops here, %.3f s after its tenure ended: %s",
                     self.name, late, why)
         if self.engine is not None and not self.reading.broken and not self.at_rest:
