@@ -81,8 +81,13 @@ def test_a_speaker_page_on_one_process_is_on_every_processs_console(
         wait_for(lambda: pages(owner) == (0, []), 10, "the closed page no longer counted")
         assert refusal(speaker_ws(owner, key)) is None  # the quota free again
         # a page on the other process, which is then killed: forgotten within the census's
-        # expiry (its process says nothing more)
-        with wsc.connect(speaker_ws(other, key), open_timeout=10):
+        # expiry (its process says nothing more). First the quota's page just let in on the
+        # owner and closed is no longer counted on the other process (the owner's census says
+        # so within half a second): else the other refuses the new page, rightly
+        wait_for(lambda: pages(other) == (0, []) and pages(owner) == (0, []), 10,
+                 "the quota's page closed, on both processes")
+        with wsc.connect(speaker_ws(other, key), open_timeout=10) as ws:
+            assert json.loads(ws.recv(timeout=10))["type"] == "hello"
             wait_for(lambda: pages(owner)[0] == 1, 10, "the page counted again")
             other.kill()
             t0 = time.monotonic()

@@ -342,9 +342,10 @@ def test_console_offers_every_address_and_a_phone_joins_at_the_lan_one(
     console = pages.open(f"/console#token={TOKEN}", phone=False)
     expect(console.locator("#base-pick")).to_be_visible()
     options = console.locator("#join-base option")
-    expect(options).to_have_count(2)
+    # public_url, then the default route's address, then any other interface's (another
+    # test's network namespaces put a bridge on this machine now and then)
+    expect(options.nth(1)).to_have_attribute("value", lan)
     assert options.nth(0).get_attribute("value") == PUBLIC_URL
-    assert options.nth(1).get_attribute("value") == lan
     expect(console.locator("#join-url")).to_have_text(re.compile(f"^{re.escape(PUBLIC_URL)}/"))
     expect(console.locator("#qr")).to_have_attribute("data-url", re.compile(f"^{PUBLIC_URL}"))
     console.select_option("#join-base", lan)
