@@ -38,8 +38,9 @@ from api.routes import (
 from api.routes import (
     cluster as cluster_routes,
 )
-from audio.config import VoiceConfig
+from audio.config import VoiceConfig, VoiceEngine
 from audio.output.sink import WallClock
+from audio.voices.cachefolder import CacheFolder
 from audio.voices.recording import MAX_UPLOAD_BYTES, RecordingPack
 from hall.auth import Auth
 from hall.config import Config
@@ -94,13 +95,15 @@ TAGS = [
 ]
 
 
-def hall_voice(config: Config) -> tuple[VoiceLike, RenderPool | None]:
-    """The configured voice; rendered ahead in processes (`audio.render_workers`) when it is
-    a real voice with a disk cache to share."""
+def hall_voice(config: Config,
+               folder: CacheFolder | None = None) -> tuple[VoiceLike, RenderPool | None]:
+    """The configured voice, cached through `folder` (the server's render cache); rendered
+    ahead in processes (`audio.render_workers`) when it is a real voice with a disk cache to
+    share."""
     from audio.voices.factory import make_voice
     from audio.voices.renderpool import PooledVoice, RenderPool
 
-    local = make_voice(config.voice, config.audio.rate)
+    local = make_voice(config.voice, config.audio.rate, folder)
     workers = config.audio.render_workers
     if workers == 0 or local.cache_dir is None:
         return local, None
@@ -146,25 +149,29 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        from audio.voices.factory import make_voice
+        from audio.voices.factory import cache_folder, make_voice
 
         rate = config.audio.rate
         pool: RenderPool | None = None
+        # the render cache's folder, under its bound (voice.cache_max_mb); its keeper starts
+        # once the channels have pinned the clips of the matches they recovered
+        folder = (None if config.voice.engine is VoiceEngine.ESTIMATE
+                  else cache_folder(config.voice))
         v = voice
         if v is None:
-            v, pool = hall_voice(config)
+            v, pool = hall_voice(config, folder)
 
         def voice_for(cfg: VoiceConfig) -> VoiceLike:
             """A match's own voice (the console's voice speed), rendered ahead like the
             configured one: in the pool's processes when there is a pool."""
-            local = make_voice(cfg, rate)
+            local = make_voice(cfg, rate, folder)
             if pool is None or local.cache_dir is None:
                 return local
             from audio.voices.renderpool import PooledVoice
 
             return PooledVoice(cfg, rate, pool, local)
 
-        hall = Hall(config, v, auth, make_sink, make_voice=voice_for)
+        hall = Hall(config, v, auth, make_sink, make_voice=voice_for, cache=folder)
         app.state.hall = hall
         await hall.start(own=cluster is None)
         member = cluster(hall) if cluster is not None else None
@@ -200,7 +207,11 @@ def create_app(
             await hall.stop()
             if pool is not None:
                 pool.close()
+            if folder is not None:
+                folder.close()
             raise
+        if folder is not None:
+            folder.start()
         # what start-up made lives as long as the server: the collector never walks it again,
         # and full collections wait for a moment when no match is being read (hall/gcpolicy)
         warm_routes(app)
@@ -222,6 +233,8 @@ def create_app(
             await hall.stop()
             if pool is not None:
                 pool.close()
+            if folder is not None:
+                folder.close()
 
     # the docs' Swagger UI assets come from the fastapi-offline package, served by this
     # server: a hall has no internet (FastAPI's own /docs loads them from a CDN). No ReDoc:

@@ -20,7 +20,14 @@ from hall.errors import (
     NotSent,
     RoomRefused,
 )
-from reader.errors import BadDeck, ConfigError, IllegalMove, ReaderError, TooManyCards
+from reader.errors import (
+    BadDeck,
+    ConfigError,
+    IllegalMove,
+    ReaderError,
+    SpeedNotOffered,
+    TooManyCards,
+)
 
 
 class ApiError(Exception):
@@ -114,6 +121,12 @@ def install_handlers(app: FastAPI) -> None:
             return JSONResponse(body("too_many_cards", str(e),
                                      f"choose {e.poems} cards or fewer, or add colours or poems",
                                      {"cards": e.cards, "poems": e.poems}), 422)
+        if isinstance(e, SpeedNotOffered):
+            return JSONResponse(body("speed_not_offered", str(e),
+                                     f"choose a speed from {e.low:g} to {e.high:g} in steps of "
+                                     f"{e.step:g}, as the console's reading speed offers",
+                                     {"speed": f"{e.speed:g}", "min": f"{e.low:g}",
+                                      "max": f"{e.high:g}", "step": f"{e.step:g}"}), 422)
         code = "bad_deck" if isinstance(e, BadDeck) else (
             "bad_settings" if isinstance(e, ConfigError) else "refused")
         return JSONResponse(body(code, str(e), "correct the request and send it again"), 422)

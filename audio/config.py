@@ -1,13 +1,14 @@
 """The audio's settings: the voice (`voice`: engine, speed, pack...) and the output (`audio`)."""
 
+import math
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field, ValidationError, field_validator
 
 from reader.config import Frozen, Seconds, explain
-from reader.errors import ConfigError
+from reader.errors import ConfigError, SpeedNotOffered
 
 
 class VoiceEngine(StrEnum):
@@ -63,6 +64,12 @@ class VoiceConfig(Frozen):
     # where the recording page (/record) keeps the pack it records
     recording_pack: Path = Path("var/packs/recorded")
     cache_dir: Path = Path("var/cache")
+    # the render cache's bound: past it, the least recently used clips that no prepared match
+    # needs are deleted (audio.voices.cachefolder); a verse is about 1 MB as rendered
+    cache_max_mb: int = Field(2048, ge=1, le=1_048_576)
+    # a cache write that would leave less than this free on its disk is skipped (the clip kept
+    # in memory): the cache never fills the disk the journals are written on
+    cache_min_free_mb: int = Field(256, ge=0, le=1_048_576)
 
 
 class AudioConfig(Frozen):
@@ -99,6 +106,23 @@ VOICE_SETTINGS: tuple[str, ...] = ("speed", "pitch", "phrase_pause_s", "style")
 VOICE_MATCH_KEYS: tuple[str, ...] = (*VOICE_SETTINGS, "recorded")
 
 
+# The speeds a match and the console's preview may ask for: the console's 読む速さ
+# (api/static/console.html: 0.25 to 3 in steps of 0.05), and the configured voice.speed. Every
+# other float would be a new render of every clip, kept in the cache (issue 47).
+SPEED_MIN: Final = 0.25
+SPEED_MAX: Final = 3.0
+SPEED_STEP: Final = 0.05
+
+
+def offered_speed(speed: float, configured: float) -> bool:
+    """Whether `speed` is one the console offers, or the configured one."""
+    if not math.isfinite(speed):
+        return False
+    steps = speed / SPEED_STEP
+    return speed == configured or (SPEED_MIN - 1e-9 <= speed <= SPEED_MAX + 1e-9
+                                   and abs(steps - round(steps)) < 1e-6)
+
+
 # a spoken verse's last mora, in median morae (measured: upper 1.26, lower 0.98, issue 21)
 SPOKEN_LAST_MORA: tuple[float, float] = (1.26, 0.98)
 
@@ -130,6 +154,10 @@ def with_voice_overrides(voice: VoiceConfig, overrides: dict[str, Any]) -> Voice
         if k not in VOICE_MATCH_KEYS:
             raise ConfigError(f"overrides: voice.{k}: cannot be changed per match; allowed keys "
                               f"here: {', '.join(VOICE_MATCH_KEYS)}")
+    speed = overrides.get("speed")
+    if (isinstance(speed, int | float) and not isinstance(speed, bool)
+            and not offered_speed(float(speed), voice.speed)):
+        raise SpeedNotOffered(float(speed), SPEED_MIN, SPEED_MAX, SPEED_STEP, voice.speed)
     overrides = dict(overrides)
     recorded = overrides.pop("recorded", False)
     if not isinstance(recorded, bool):

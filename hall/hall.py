@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from audio.config import VoiceConfig, VoiceEngine
+from audio.voices.cachefolder import CacheFolder
 from hall.auth import Auth
 from hall.channel import ChannelService
 from hall.config import ChannelConfig, Config
@@ -22,7 +25,7 @@ from hall.sinks import NoDevice, SinkFactory, default_sink, output_info
 from hall.speaker import ClipStore, SoundingClock, SpeakerFeed
 from hall.speakerlink import SpeakerLink
 from hall.tenure import ALWAYS, Tenure
-from hall.voices import VoiceFactory, VoiceLike, Voices
+from hall.voices import OnDisk, VoiceFactory, VoiceLike, Voices
 from reader.clip import Clip
 
 
@@ -46,8 +49,13 @@ class _MatchClock:
 class Hall:
     def __init__(self, config: Config, voice: VoiceLike, auth: Auth,
                  make_sink: SinkFactory = default_sink,
-                 make_voice: Callable[[VoiceConfig], VoiceLike] | None = None) -> None:
+                 make_voice: Callable[[VoiceConfig], VoiceLike] | None = None,
+                 cache: CacheFolder | None = None) -> None:
+        """`cache`: the render cache's folder (the server's, which keeps it under its bound):
+        the speaker pages' clips are kept there too, and each channel's prepared match pins
+        its clips in it."""
         self.config = config
+        self.cache = cache
         self.voice = voice
         self.auth = auth
         self.make_sink = make_sink
@@ -93,8 +101,33 @@ class Hall:
 
             disk = None if cfg.voice.engine is VoiceEngine.ESTIMATE else (
                 cfg.voice.cache_dir / "opus")
-            self.clips = ClipStore(load_key(cfg.journal_dir / "speakers.key"), encode, disk)
+            folder = self.cache if self.cache is not None and (
+                self.cache.root == cfg.voice.cache_dir) else None
+            self.clips = ClipStore(load_key(cfg.journal_dir / "speakers.key"), encode, disk,
+                                   folder=folder)
         return self.clips
+
+    def _pin(self, channel: str, voice: VoiceLike, clips: list[Clip]) -> None:
+        """The render cache keeps the clips of `channel`'s match, prepared or recovered (its
+        renders and their encoded bytes) while it is the channel's latest: the eviction never
+        takes them from a match being read, nor from its 感想戦."""
+        if self.cache is None:
+            return
+        store = self.clips  # None: no channel of this hall has speaker pages
+        paths: set[Path] = set()
+        for clip in clips:
+            if isinstance(voice, OnDisk):
+                render = voice.cache_path(clip)
+                if render is not None:
+                    paths.add(render)
+            encoded = None if store is None else store.path_of(voice, clip)
+            if encoded is not None:
+                paths.add(encoded)
+        self.cache.pin(channel, paths)
+
+    def _unpin(self, channel: str) -> None:
+        if self.cache is not None:
+            self.cache.unpin(channel)
 
     async def start(self, *, own: bool = True) -> None:
         """Start every configured channel's runtime; `own=False` (a cluster's process) starts
@@ -149,6 +182,7 @@ class Hall:
         if isinstance(sink, NoDevice):
             rt.no_device(sink.reason)
         svc.runtime = rt
+        rt.reading.pin_clips = functools.partial(self._pin, ch.name)
         rt.reading.journal.tap = journal_tap
         rt.tenure, rt.on_ended = tenure, on_ended
         rt.start()
@@ -166,6 +200,7 @@ class Hall:
             svc.speakers = None
             await rt.stop()
             rt.sink.close()
+            self._unpin(name)
 
     def add_channel(self, ch: ChannelConfig) -> ChannelService:
         """A channel made and started while the server runs (a room, hall.rooms): its journal
@@ -200,6 +235,7 @@ class Hall:
             svc.runtime = None
             await rt.stop()
             rt.sink.close()
+        self._unpin(name)
 
     def _forget(self, name: str) -> None:
         self.channels.pop(name, None)

@@ -10,7 +10,9 @@ It never touches a channel's runtime or output: the audio goes to the operator's
 Its two verses are rendered through the hall's voices (the render pool's processes, queued
 behind the clips any channel's start waits for, so a preview during a match never delays its
 reading), then encoded once and kept by the clip store (in memory, and on disk under
-`voice.cache_dir/opus`), like the speaker pages' clips: a second request costs a file read.
+`voice.cache_dir/opus`), like the speaker pages' clips: a second request costs a file read
+(until the render cache's bound evicts it: then it is rendered again). Only the speeds the
+console offers are previewed (audio.config.offered_speed: each new one is a new render).
 """
 
 from __future__ import annotations

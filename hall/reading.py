@@ -29,6 +29,7 @@ from hall.recovery import Over, RecoveryReport, Unreadable, journal_voice, lates
 from hall.rendering import RenderAhead
 from hall.states import ChannelState, MatchState
 from hall.voices import Gained, VoiceFactory, VoiceLike, check_voice_covers
+from reader.clip import Clip
 from reader.clock import Clock, OffsetClock
 from reader.commands import Command, StopAudio
 from reader.engine import Engine
@@ -107,6 +108,9 @@ class Reading:
         self._no_device: str | None = None
         self._view = MatchView()
         self._render = RenderAhead(name, self._republish)
+        # told the clips of each match prepared or recovered (the hall pins them in the
+        # render cache: hall.Hall._pin)
+        self.pin_clips: Callable[[VoiceLike, list[Clip]], None] | None = None
         self.recovered: RecoveryReport | None = None
         self._publish_state(None)
 
@@ -221,10 +225,17 @@ class Reading:
         self.recovered = None
         self.fault = None
         self.broken = False
+        self._render_ahead(engine)
+        self._publish_match(engine.snapshot())
+
+    def _render_ahead(self, engine: Engine) -> None:
+        """The match's clips pinned in the render cache and rendered ahead; the speaker pages
+        told which to fetch first."""
+        if self.pin_clips is not None:
+            self.pin_clips(self.voice, list(dict.fromkeys(engine.upcoming_clips())))
         self._render.start(self.voice, engine)
         if self.speakers is not None:
             self.speakers.refresh(engine, self.voice)
-        self._publish_match(engine.snapshot())
 
     def _voice_for(self, cfg: VoiceConfig) -> VoiceLike:
         """The voice for `cfg`: the hall's own for the configured voice, else the factory's
@@ -294,9 +305,7 @@ class Reading:
                 # again changes nothing and publishes nothing, so the state is published
                 # below whatever the engine said
                 self._event(Hold(RECOVERED, "recovered after a restart"))
-                self._render.start(self.voice, engine)
-                if self.speakers is not None:
-                    self.speakers.refresh(engine, self.voice)
+                self._render_ahead(engine)
             self._publish_match(engine.snapshot())
         except Exception as e:  # the hall starts whatever one channel's match does
             self.on_fault(e, None)

@@ -47,8 +47,9 @@ from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+from audio.voices.cachefolder import CacheFolder
 from hall.voices import VoiceLike
 from reader.clip import Clip
 from reader.clock import Clock
@@ -90,14 +91,18 @@ class ForeignClip:
 
 class ClipStore:
     """The clips the speaker pages may fetch (those published in a schedule), by URL id, and
-    their encoded bytes: on disk under `cache_dir` when given, else in memory (LRU)."""
+    their encoded bytes: in memory (LRU), and on disk under `cache_dir` when given, read and
+    written through `folder` (the render cache's, which bounds it: a file evicted is encoded
+    again; by default one of the store's own, unbounded)."""
 
     def __init__(self, secret: bytes, encode: Callable[[VoiceLike, Clip], bytes],
                  cache_dir: Path | None = None, capacity: int = 4096,
-                 memory_bytes: int = 64 << 20, workers: int = 2) -> None:
+                 memory_bytes: int = 64 << 20, workers: int = 2,
+                 folder: CacheFolder | None = None) -> None:
         self._secret = secret
         self._encode = encode
         self.cache_dir = cache_dir
+        self.folder = folder if folder is not None or cache_dir is None else CacheFolder(cache_dir)
         self.capacity = capacity
         self.memory_bytes = memory_bytes
         self._clips: OrderedDict[str, StoredClip | ForeignClip] = OrderedDict()
@@ -131,6 +136,13 @@ class ClipStore:
             while len(self._clips) > self.capacity:
                 self._clips.popitem(last=False)
 
+    def path_of(self, voice: VoiceLike, clip: Clip) -> Path | None:
+        """Where the clip's encoded bytes are kept on disk (what a prepared match pins)."""
+        return None if self.cache_dir is None else self._path(cache_key(voice, clip))
+
+    def _path(self, key: str) -> Path | None:
+        return None if self.cache_dir is None else self.cache_dir / f"{key[:40]}.ogg"
+
     def known(self, cid: str) -> bool:
         return cid in self._clips
 
@@ -163,15 +175,19 @@ class ClipStore:
             data = await stored.fetch(cid)
             self._remember(cid, data)
             return data
-        path = None if self.cache_dir is None else self.cache_dir / f"{stored.key[:40]}.ogg"
-        if path is not None and path.is_file():
-            data = await asyncio.to_thread(path.read_bytes)
+        path, folder = self._path(stored.key), self.folder
+        kept: bytes | None = None
+        if path is not None and folder is not None:  # None: never encoded, or evicted
+            kept = await asyncio.to_thread(_read, folder, path)
+        if kept is not None:
+            data = kept
         else:
             async with self._limit:
                 data = await asyncio.to_thread(self._encode, stored.voice, stored.clip)
             self.encoded += 1
-            if path is not None:
-                await asyncio.to_thread(_write_atomic, path, data)
+            if path is not None and folder is not None:
+                # skipped on a full disk (said once): the bytes stay in memory
+                await asyncio.to_thread(folder.write, path, _writer(data), len(data))
         self._remember(cid, data)
         return data
 
@@ -183,14 +199,15 @@ class ClipStore:
             self._bytes_used -= len(old)
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{secrets.token_hex(4)}.tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)
-    except OSError as e:  # the cache only saves time
-        log.warning("cannot write %s (%s); the clip is encoded again next time", path, e)
+def _read(folder: CacheFolder, path: Path) -> bytes | None:
+    return folder.read(path, Path.read_bytes)
+
+
+def _writer(data: bytes) -> Callable[[BinaryIO], None]:
+    def write(fh: BinaryIO) -> None:
+        fh.write(data)
+
+    return write
 
 
 class SoundingClock:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -24,6 +25,13 @@ class VoiceLike(Protocol):
 
 
 VoiceFactory = Callable[[VoiceConfig], VoiceLike]
+
+
+@runtime_checkable
+class OnDisk(Protocol):
+    """A voice whose renders are kept in the render cache's folder (what a match pins)."""
+
+    def cache_path(self, clip: Clip) -> Path | None: ...
 
 
 class Gained:

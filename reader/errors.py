@@ -33,5 +33,19 @@ class ConfigError(ReaderError):
     """config.yaml (or an override) has a bad key or value; the message names the key."""
 
 
+class SpeedNotOffered(ConfigError):
+    """A voice speed asked of a match or a preview that the console does not offer (each new
+    speed renders every clip again, into the cache): the speeds allowed travel with the error,
+    so that a page can say them in its own language."""
+
+    def __init__(self, speed: float, low: float, high: float, step: float,
+                 configured: float) -> None:
+        self.speed, self.low, self.high, self.step = speed, low, high, step
+        self.configured = configured
+        super().__init__(f"overrides: voice.speed: {speed:g} is not a speed the console offers: "
+                         f"{low:g} to {high:g} in steps of {step:g} (or the configured "
+                         f"{configured:g})")
+
+
 class JournalError(ReaderError):
     """A journal that cannot be read or replayed."""

@@ -22,15 +22,18 @@ async def voice_preview(
     svc: Ch, h: HallDep, _p: Op, request: Request,
     style: Annotated[Literal["reader", "natural"] | None,
                      Query(description="reader or natural; omitted: as configured")] = None,
-    speed: Annotated[float | None, Query(gt=0.2, le=3.0,
-                                         description="omitted: as configured")] = None,
+    speed: Annotated[float | None, Query(
+        description="one the console offers (0.25 to 3 in steps of 0.05) or the configured "
+                    "one; omitted: as configured; another is refused (422 speed_not_offered)"
+    )] = None,
 ) -> Response:
     """How a match's voice will sound, before it is prepared: the jokā (`match.prelude`, never
     a card of the deck), upper and lower verse, read by the hall's voice in `style` at `speed`
     (the console's 読み方 and 読む速さ). Operator only. It goes to the asker alone and never
     touches the channel's output: allowed during a match, rendered behind the match's own
-    clips. Rendered once, then kept (a second request is a file read); `X-Yomite-Style` says
-    the style heard (`none`: an engine without styles, e.g. a recorded pack)."""
+    clips. Rendered once, then kept in the render cache (a second request is a file read, until
+    the cache's bound evicts it); `X-Yomite-Style` says the style heard (`none`: an engine
+    without styles, e.g. a recorded pack)."""
     preview = plan_preview(h.config, h.voices, h.clip_store(), svc.name, style, speed)
     headers = {"Cache-Control": "private, no-cache", "ETag": f'"{preview.clip_id}"',
                "X-Yomite-Style": preview.style}

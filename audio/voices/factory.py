@@ -8,13 +8,25 @@ from typing import assert_never
 
 from audio.config import VoiceConfig, VoiceEngine
 from audio.errors import PackError, VoiceError
+from audio.voices.cachefolder import MB, CacheFolder
 from audio.voices.voice import EstimateVoice, RenderedVoice, Voice
 
 log = logging.getLogger(__name__)
 
 
-def make_voice(voice_cfg: VoiceConfig, rate: int) -> RenderedVoice:
-    """The configured voice, cached under `voice_cfg.cache_dir` (no disk cache for `estimate`).
+def cache_folder(cfg: VoiceConfig, *, bounded: bool = True) -> CacheFolder:
+    """The render cache's folder as `cfg` sets it: `cache_dir`, its free-space reserve and
+    (`bounded`: the server's one, whose keeper evicts) its bound."""
+    return CacheFolder(cfg.cache_dir, max_bytes=cfg.cache_max_mb * MB if bounded else None,
+                       min_free_bytes=cfg.cache_min_free_mb * MB)
+
+
+def make_voice(voice_cfg: VoiceConfig, rate: int,
+               folder: CacheFolder | None = None) -> RenderedVoice:
+    """The configured voice, cached under `voice_cfg.cache_dir` (no disk cache for `estimate`)
+    through `folder` (the server's, which bounds it and knows the clips its matches need) when
+    it is that folder; else through one of its own, unbounded (the command line, a render
+    worker: the server's keeper bounds the folder they write into).
 
     For `pack`, calls (the memorisation call, the prelude intro, the end call) come from Open
     JTalk unless the pack records them (a manifest's `call/<name>`, a `call-<name>` file); the
@@ -22,17 +34,19 @@ def make_voice(voice_cfg: VoiceConfig, rate: int) -> RenderedVoice:
     covers only some poems is accepted: `lacks` tells which decks it cannot read.
     """
     cfg = voice_cfg
+    if folder is None or folder.root != cfg.cache_dir:
+        folder = cache_folder(cfg, bounded=False)
     match cfg.engine:
         case VoiceEngine.ESTIMATE:
             return RenderedVoice(EstimateVoice(rate, cfg.speed, cfg.phrase_pause_s))
         case VoiceEngine.OPENJTALK:
-            return RenderedVoice(_openjtalk(cfg, rate), cfg.cache_dir)
+            return RenderedVoice(_openjtalk(cfg, rate), folder=folder)
         case VoiceEngine.PYTTSX3:
             from audio.voices.espeak import Pyttsx3Voice
 
             return RenderedVoice(
                 Pyttsx3Voice(rate, cfg.speed, cfg.pitch, cfg.phrase_pause_s, cfg.loudness_lufs),
-                cfg.cache_dir,
+                folder=folder,
             )
         case VoiceEngine.PACK:
             from audio.voices.packshape import ShapeStyle
@@ -48,7 +62,7 @@ def make_voice(voice_cfg: VoiceConfig, rate: int) -> RenderedVoice:
                 shape=shape if cfg.pack_shape == "reader" else None,
                 joka_repeat=cfg.pack_joka_repeat,
             )
-            return RenderedVoice(pack, cfg.cache_dir)
+            return RenderedVoice(pack, folder=folder)
         case _:
             assert_never(cfg.engine)
 

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
+from pathlib import Path
 
 from audio.config import VoiceConfig
 from audio.errors import VoiceError
@@ -51,7 +52,7 @@ class _Job:
     cfg: VoiceConfig = field(compare=False)
     rate: int = field(compare=False)
     done: Future[None] = field(compare=False)
-    on_done: list[Callable[[], None]] = field(compare=False, default_factory=list)
+    on_done: list[Callable[[Pcm], None]] = field(compare=False, default_factory=list)
 
 
 class RenderPool:
@@ -72,10 +73,12 @@ class RenderPool:
         self.failures = 0
 
     def submit(self, clip: Clip, cfg: VoiceConfig, rate: int, rank: float,
-               on_done: Callable[[], None] | None = None) -> Future[None]:
-        """Render `clip` with the voice `cfg` makes into the disk cache; the future is done
-        when the file is there (or fails with VoiceError). A clip already queued is not queued
-        twice: it moves up to the better rank."""
+               on_done: Callable[[Pcm], None] | None = None) -> Future[None]:
+        """Render `clip` with the voice `cfg` makes into the disk cache; `on_done` gets the
+        samples (the worker sends them back: the server never reads a file that the cache's
+        bound may have evicted meanwhile, or that a full disk kept from being written); the
+        future is done after it (or fails with VoiceError). A clip already queued is not
+        queued twice: it moves up to the better rank."""
         key = (cfg.model_dump_json(), rate, clip.key)
         with self._cv:
             if self._closed:
@@ -160,7 +163,8 @@ class RenderPool:
         finally:
             self._reap(conn, proc)
 
-    def _finish(self, job: _Job, ok: bool, detail: str) -> None:
+    def _finish(self, job: _Job, ok: bool, detail: str | Pcm) -> None:
+        """`detail`: the samples rendered, or why it failed."""
         with self._cv:
             self._jobs.pop((job.cfg.model_dump_json(), job.rate, job.clip.key), None)
             if ok:
@@ -170,8 +174,10 @@ class RenderPool:
         if ok:
             for fn in job.on_done:
                 try:
-                    fn()
-                except Exception as e:  # loading the file: the job still failed
+                    if isinstance(detail, str):
+                        raise VoiceError(f"the render process sent no samples ({detail})")
+                    fn(detail)
+                except Exception as e:  # keeping the samples: the job still failed
                     ok, detail = False, f"{type(e).__name__}: {e}"
                     break
         if ok:
@@ -242,6 +248,10 @@ class PooledVoice:
         rendered at another speed (a 2.6 s clip in a 4.33 s slot of the timeline)."""
         return self.local.cache_key(clip)
 
+    def cache_path(self, clip: Clip) -> Path | None:
+        """Where the clip's render is kept on disk (what a prepared match pins)."""
+        return self.local.cache_path(clip)
+
     def frames(self, clip: Clip) -> int:
         self._wait(clip)
         return self.local.frames(clip)
@@ -262,8 +272,8 @@ class PooledVoice:
             f.set_result(None)
             return f
 
-        def load() -> None:
-            self.local.pcm(clip)  # from the disk cache the worker just wrote
+        def load(x: Pcm) -> None:
+            self.local.adopt(clip, x)  # the worker wrote it into the disk cache too
             with self._lock:
                 self._ready.add(clip.key)
 
@@ -355,8 +365,9 @@ def _worker(fd: int, nice: int) -> None:
             if known is None:
                 known = voices[key] = make_voice(cfg, rate)
                 known.memory_bytes = 0  # the server loads the file: keep (almost) nothing here
-            known.pcm(clip)
-            conn.send((True, ""))
+            # the samples go back: the server keeps them in memory without reading the file
+            # (evicted meanwhile, or never written on a full disk)
+            conn.send((True, known.pcm(clip)))
         except Exception as e:  # one clip's failure is reported, the worker goes on
             conn.send((False, f"{type(e).__name__}: {e}"))
 

@@ -10,9 +10,7 @@ renders a match's clips ahead of time (`prefetch`) during the memorisation perio
 import hashlib
 import json
 import logging
-import os
 import re
-import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
@@ -24,6 +22,7 @@ import numpy as np
 
 from audio.errors import VoiceError
 from audio.pcm import Pcm, fade_edges, normalise_loudness, resample, silence, trim_silence
+from audio.voices.cachefolder import CacheFolder
 from reader.clip import Clip, ClipKind, EstimatedDurations
 
 log = logging.getLogger(__name__)
@@ -198,9 +197,12 @@ class RenderedVoice:
 
     Disk files live under `cache_dir/<voice name>/` as .npy (float32, exactly what was
     rendered), named after the clip and a SHA-256 of the clip's fields, the voice's `params` and
-    `PIPELINE_VERSION`; `cache_dir=None` turns the disk cache off. Writes go through a temporary
-    file and a rename, so a crash or a second process never leaves half a file; an unreadable
-    cache file is rendered again.
+    `PIPELINE_VERSION`; `cache_dir=None` turns the disk cache off. The folder is read and
+    written through a `CacheFolder` (`folder`: the server's, which keeps it under its bound and
+    never evicts a file being read or written; by default one of its own, unbounded): writes
+    go through a temporary file and a rename, so a crash or a second process never leaves half
+    a file; a write the disk has no room for is skipped and the clip kept in memory; an
+    unreadable or evicted cache file is rendered again.
 
     Thread safety: the cache maps are guarded by one lock that is never held while rendering.
     Each clip being filled has its own lock, so two threads asking for the same clip render it
@@ -209,10 +211,14 @@ class RenderedVoice:
     """
 
     def __init__(
-        self, voice: Voice, cache_dir: Path | None = None, memory_bytes: int = 256 << 20
+        self, voice: Voice, cache_dir: Path | None = None, memory_bytes: int = 256 << 20,
+        *, folder: CacheFolder | None = None,
     ) -> None:
         self.voice = voice
-        self.cache_dir = cache_dir
+        if folder is None and cache_dir is not None:
+            folder = CacheFolder(cache_dir)
+        self.folder = folder
+        self.cache_dir = cache_dir if cache_dir is not None or folder is None else folder.root
         self.memory_bytes = memory_bytes
         self.stats = CacheStats()
         self._lock = threading.Lock()
@@ -284,6 +290,17 @@ class RenderedVoice:
                     if self._filling.get(key) is filling:
                         del self._filling[key]
 
+    def adopt(self, clip: Clip, x: Pcm) -> Pcm:
+        """Keep `x`, the clip as another process rendered it (the render pool's worker, which
+        wrote it into the same folder, or kept it from a full disk), in memory."""
+        x = self._check(np.asarray(x), clip)
+        x.flags.writeable = False
+        with self._lock:
+            self._store(self.cache_key(clip), x)
+        if self.folder is not None:
+            self.folder.noted(x.nbytes)
+        return x
+
     def prefetch(
         self,
         clips: Iterable[Clip],
@@ -353,10 +370,12 @@ class RenderedVoice:
 
     def _load(self, clip: Clip) -> Pcm | None:
         path = self.cache_path(clip)
-        if path is None or not path.exists():
+        if path is None or self.folder is None:
             return None
         try:
-            x = np.load(path, allow_pickle=False)
+            x = self.folder.read(path, _load_npy)  # None: not there (never, or evicted)
+            if x is None:
+                return None
             x = self._check(x, clip)
         except (OSError, ValueError, VoiceError) as e:
             log.warning("render cache %s is unreadable (%s); rendering %s again", path, e, clip.key)
@@ -366,20 +385,15 @@ class RenderedVoice:
 
     def _save(self, clip: Clip, x: Pcm) -> None:
         path = self.cache_path(clip)
-        if path is None:
+        if path is None or self.folder is None:
             return
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    np.save(fh, x, allow_pickle=False)
-                os.replace(tmp, path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
-        except OSError as e:
-            # the cache only saves time: a full or read-only disk must not stop a match
-            log.warning("cannot write render cache %s (%s); continuing without it", path, e)
+        # the cache only saves time: a full or read-only disk must not stop a match (the
+        # folder skips the write, says so once, and the clip stays in memory)
+        self.folder.write(path, lambda fh: np.save(fh, x, allow_pickle=False), x.nbytes + 128)
+
+
+def _load_npy(path: Path) -> Pcm:
+    x: Pcm = np.load(path, allow_pickle=False)
+    return x
 
 
