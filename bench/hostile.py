@@ -178,20 +178,20 @@ def pins(s: Server) -> None:
           f"from a guesser's address: {again.status_code} in {took * 1000:.1f} ms; a typist "
           f"elsewhere: {typo} then {typist.status_code} with the right PIN at once")
     # the policy's arithmetic: an attacker guessing as fast as it lets it, for 30 days
-    from hall.auth import Auth, RateLimited, pin_suspect
+    from hall.pinlock import PinLock, RateLimited, pin_suspect
 
     for addresses in (1, 250):
-        a = Auth("bench-operator-token-0123456789", 10)
+        a = PinLock(b"bench-key", 10)
         end, guesses = 30 * 86400.0, 0
         ready = [(0.0, f"10.0.{n // 250}.{n % 250}") for n in range(addresses)]
         while ready[0][0] < end:
             t, address = heapq.heappop(ready)
             try:
-                a.check_pin_rate("main", pin_suspect(address), t)
+                a.check("main", pin_suspect(address), t)
             except RateLimited as e:
                 heapq.heappush(ready, (t + max(e.retry_after_s, 0.001), address))
                 continue
-            a.pin_failed("main", pin_suspect(address), t)
+            a.failed("main", pin_suspect(address), t)
             guesses += 1
             heapq.heappush(ready, (t + 0.001, address))
         per_day = guesses / 30

@@ -69,7 +69,7 @@ class SecurityConfig(Frozen):
     pin_digits: int = Field(6, ge=6, le=12)
     # per guesser and channel: a guesser is a phone that joined with this PIN before (its
     # pass, a cookie), else an address (an IPv6 one by its /64). Each also waits after its own
-    # wrong PINs: none after the first, then 2 s, doubling up to an hour (hall.auth.Auth)
+    # wrong PINs: none after the first, then 2 s, doubling up to an hour (hall.pinlock)
     pin_attempts_per_minute: int = Field(10, ge=1, le=1000)
     # wrong PINs a minute, from all guessers without a pass together, before the channel's
     # join locks, until they are a minute old

@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from hall.auth import Auth, RateLimited, TooManyReferees
+from hall.auth import Auth, TooManyReferees
+from hall.pinlock import RateLimited
 
 DAY = 86400.0
 
@@ -73,20 +74,20 @@ def test_wrong_pins_from_anyone_lock_the_channel_for_those_who_sent_them():
     locks = []
     for _ in range(3):
         for i in range(5):
-            a.check_pin_rate("main", f"10.0.0.{i}", t)
-            a.pin_failed("main", f"10.0.0.{i}", t)
+            a.pins.check("main", f"10.0.0.{i}", t)
+            a.pins.failed("main", f"10.0.0.{i}", t)
         t += 60  # each guesser's own wait is long over; the minute's count too
         for i in range(5):
-            a.check_pin_rate("main", f"10.0.0.{i}", t)
-            a.pin_failed("main", f"10.0.0.{i}", t)
+            a.pins.check("main", f"10.0.0.{i}", t)
+            a.pins.failed("main", f"10.0.0.{i}", t)
         with pytest.raises(RateLimited) as e:
-            a.check_pin_rate("main", "10.0.0.0", t)
+            a.pins.check("main", "10.0.0.0", t)
         assert e.value.code == "channel"
-        a.check_pin_rate("main", "10.0.0.99", t)
-        a.check_pin_rate("pink", "10.0.0.0", t)
+        a.pins.check("main", "10.0.0.99", t)
+        a.pins.check("pink", "10.0.0.0", t)
         locks.append(round(e.value.retry_after_s))
         t += e.value.retry_after_s + 1
     assert locks[:2] == [60] * 2 and locks[2] > 3000, locks
-    a.pin_failed("main", "10.0.0.1", t)
-    a.unlock("main")  # a new PIN forgets the guesses
-    a.check_pin_rate("main", "10.0.0.1", t)
+    a.pins.failed("main", "10.0.0.1", t)
+    a.pins.unlock("main")  # a new PIN forgets the guesses
+    a.pins.check("main", "10.0.0.1", t)

@@ -8,7 +8,7 @@ before is never locked out by others' guesses from its network, a typist's singl
 during an attack costs nothing, and guessing a 6-digit PIN stays a matter of years, also for a
 guesser that keeps under the minute's count or that takes many addresses.
 
-The policy's arithmetic is tested on `Auth` with explicit times (a day or a month passes in a
+The policy's arithmetic is tested on `PinLock` with explicit times (a day or a month passes in a
 loop); the wire tests show the 429s, their words and the 200s on a real server, whose clients
 pose as many addresses through X-Forwarded-For (the server trusts the test's loopback as a
 proxy: `server.security.trusted_proxies`)."""
@@ -22,46 +22,46 @@ import time
 import httpx2
 import pytest
 
-from hall.auth import PASS, Auth, RateLimited, pin_suspect
+from hall.pinlock import PASS, PinLock, RateLimited, pin_suspect
 
 from .serverproc import Server
 
 TOKEN = "pin-lock-operator-token-0123456789abcdef"
 
 
-def auth(**kw: int) -> Auth:
-    return Auth("operator-token-0123456789", kw.pop("pin_attempts_per_minute", 10), **kw)
+def auth(**kw: int) -> PinLock:
+    return PinLock(b"a server's key", kw.pop("attempts_per_minute", 10), **kw)
 
 
-def guess(a: Auth, who: str, t: float, channel: str = "main") -> float | None:
+def guess(a: PinLock, who: str, t: float, channel: str = "main") -> float | None:
     """A wrong PIN from `who` (an address, or a pass's guesser) at `t`: None if it was
     checked, else the Retry-After."""
     guesser = who if who.startswith(PASS) else pin_suspect(who)
     try:
-        a.check_pin_rate(channel, guesser, t)
+        a.check(channel, guesser, t)
     except RateLimited as e:
         return e.retry_after_s
-    a.pin_failed(channel, guesser, t)
+    a.failed(channel, guesser, t)
     return None
 
 
-def admitted(a: Auth, who: str, t: float, channel: str = "main") -> bool:
+def admitted(a: PinLock, who: str, t: float, channel: str = "main") -> bool:
     """Whether a right PIN from `who` at `t` would be checked (and so let in)."""
     try:
-        a.check_pin_rate(channel, who if who.startswith(PASS) else pin_suspect(who), t)
+        a.check(channel, who if who.startswith(PASS) else pin_suspect(who), t)
     except RateLimited:
         return False
     return True
 
 
-def attack(a: Auth, t: float, n: int = 15, prefix: str = "10.0.0.") -> None:
+def attack(a: PinLock, t: float, n: int = 15, prefix: str = "10.0.0.") -> None:
     """30 wrong PINs from `n` addresses, two each: the channel locks for them."""
     for i in range(2 * n):
         assert guess(a, f"{prefix}{1 + i % n}", t + i * 0.01) is None
 
 
 def test_a_guessers_own_wait_grows_with_its_own_wrong_pins():
-    assert [Auth.own_wait_s(n) for n in range(1, 15)] == [
+    assert [PinLock.own_wait_s(n) for n in range(1, 15)] == [
         0, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 3600, 3600]
     a = auth()
     t = 1000.0
@@ -109,7 +109,7 @@ def test_a_phone_with_a_pass_is_never_locked_by_its_networks_guesses():
     assert a.pass_holder("main", "654321", ok) is None  # a new PIN ends every pass
     assert a.pass_holder("main", pin, ok[:-1] + ("0" if ok[-1] != "0" else "1")) is None
     assert a.pass_holder("main", pin, "x" * 500) is None
-    other = Auth("another-operator-token-0123456789")
+    other = PinLock(b"another server's key")
     assert other.pass_holder("main", pin, ok) is None  # another operator token's server
     # its network (one /64: a host takes any of its addresses) guesses with others, and the
     # channel locks

@@ -122,7 +122,7 @@ def test_idle_close_can_be_turned_off(tmp_path: Path, clock: ManualClock) -> Non
 
 def test_invite_codes_are_guessed_no_faster_than_pins(client: TestClient,
                                                      clock: ManualClock) -> None:
-    # a wait after the second wrong code (2 s, doubling: hall.auth.Auth.own_wait_s), and 3
+    # a wait after the second wrong code (2 s, doubling: hall.pinlock.PinLock.own_wait_s), and 3
     # attempts a minute from one address (server.security.pin_attempts_per_minute)
     for _ in range(2):
         r = client.post("/api/orgs/join", json={"code": "ZZZZZZZZ", "name": "x"})

@@ -21,9 +21,10 @@ from api.roommodels import (
     RedeemRequest,
 )
 from api.routes.referees import join_bases, pin_refused
-from hall.auth import RateLimited, fingerprint, pin_suspect
+from hall.auth import fingerprint
 from hall.errors import RoomRefused
 from hall.orgs import Orgs
+from hall.pinlock import RateLimited, pin_suspect
 from hall.roomstore import Org
 
 log = logging.getLogger("yomite.api")
@@ -138,7 +139,7 @@ async def redeem(body: RedeemRequest, request: Request) -> RedeemAnswer:
     client = request.client.host if request.client else "?"
     guesser = pin_suspect(client)
     try:
-        auth.check_pin_rate(INVITES, guesser)
+        auth.pins.check(INVITES, guesser)
     except RateLimited as e:
         raise pin_refused(e, "code") from None
     orgs = orgs_of(request)
@@ -147,7 +148,7 @@ async def redeem(body: RedeemRequest, request: Request) -> RedeemAnswer:
     except OSError as e:
         raise cannot_keep(e) from None
     except RoomRefused:
-        auth.pin_failed(INVITES, guesser)
+        auth.pins.failed(INVITES, guesser)
         raise
     log.info("operator %s (%r) joined organisation %s, token %s…", op.id, op.name, org.id,
              fingerprint(token))

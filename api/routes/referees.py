@@ -15,9 +15,10 @@ from api.answers import RemovedReferee
 from api.deps import Ch, Op, auth_of
 from api.errors import ApiError
 from api.models import ERRORS, JoinAnswer, JoinBase, JoinRequest, PinAnswer
-from hall.auth import RateLimited, TooManyReferees, fingerprint, pin_matches, pin_suspect
+from hall.auth import TooManyReferees, fingerprint
 from hall.channel import ChannelService
 from hall.config import Config
+from hall.pinlock import RateLimited, pin_matches, pin_suspect
 
 log = logging.getLogger("yomite.api")
 
@@ -30,19 +31,20 @@ async def join(svc: Ch, body: JoinRequest, request: Request, response: Response
     """Join the channel as a referee with its PIN and a name (e.g. "mat 3"): the answer's
     token is the referee's identity (it raises and lowers only its own hand). Wrong PINs are
     limited per phone (its pass, a cookie this answer sets) or network (an address, an IPv6
-    one by its /64), and all together per channel: 429 with Retry-After (hall.auth.Auth)."""
+    one by its /64), and all together per channel: 429 with Retry-After (hall.pinlock)."""
     auth = auth_of(request)
     client = request.client.host if request.client else "?"
     # a phone that joined with this PIN before is its own guesser (its pass, a cookie):
     # others' guesses from its network never lock it out
-    guesser = (auth.pass_holder(svc.name, svc.pin, request.cookies.get(PASS_COOKIE))
+    pins = auth.pins
+    guesser = (pins.pass_holder(svc.name, svc.pin, request.cookies.get(PASS_COOKIE))
                or pin_suspect(client))
     try:
-        auth.check_pin_rate(svc.name, guesser)
+        pins.check(svc.name, guesser)
     except RateLimited as e:
         raise pin_refused(e) from None
     if not pin_matches(body.pin, svc.pin):
-        auth.pin_failed(svc.name, guesser)
+        pins.failed(svc.name, guesser)
         raise ApiError(403, "wrong_pin", "that PIN is not this channel's",
                        "read the PIN on the operator's console")
     try:
@@ -56,7 +58,7 @@ async def join(svc: Ch, body: JoinRequest, request: Request, response: Response
     log.info("referee %s (%r) joined channel %s, token %s…", ref.id, ref.name, svc.name,
              fingerprint(token))
     svc.broadcast()
-    response.set_cookie(PASS_COOKIE, auth.pin_pass(svc.name, svc.pin), max_age=PASS_AGE_S,
+    response.set_cookie(PASS_COOKIE, pins.pin_pass(svc.name, svc.pin), max_age=PASS_AGE_S,
                         path=f"/api/channels/{svc.name}/referees", httponly=True,
                         samesite="strict", secure=request.url.scheme == "https")
     return JoinAnswer(referee=ref.id, name=ref.name, channel=svc.name, token=token)
