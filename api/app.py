@@ -8,6 +8,7 @@ item on the channel's inbox, and return the state it produced. Errors are JSON:
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -137,7 +138,7 @@ def create_app(
     """`listen`: the host and port the server is bound to (the join links' port); default
     the config's. `cluster`: this process is one of a cluster's (cluster.service.joined): the
     hall starts no channel itself, the cluster starts those whose lease it takes. `clock`:
-    what the rooms' idle time is measured by (monotonic seconds; a test moves a
+    what the rooms' idle time and the PIN waits are measured by (monotonic seconds; a test moves a
     `reader.clock.ManualClock` by hand)."""
     sec, refs = config.server.security, config.server.referees
     auth = Auth(operator_token or sec.operator_token, sec.pin_attempts_per_minute,
@@ -145,7 +146,8 @@ def create_app(
                 max_per_channel=refs.max_per_channel,
                 pin_failures_per_channel_minute=sec.pin_failures_per_channel_minute,
                 pin_failures_per_channel_hour=sec.pin_failures_per_channel_hour,
-                keep_across_days=refs.keep_across_days)
+                keep_across_days=refs.keep_across_days,
+                clock=clock.now if clock is not None else time.monotonic)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

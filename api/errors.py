@@ -32,9 +32,11 @@ from reader.errors import (
 
 class ApiError(Exception):
     def __init__(self, status: int, code: str, detail: str, hint: str = "",
-                 headers: dict[str, str] | None = None) -> None:
+                 headers: dict[str, str] | None = None,
+                 params: dict[str, int | str] | None = None) -> None:
         self.status, self.code, self.detail, self.hint = status, code, detail, hint
         self.headers = headers
+        self.params = params
         super().__init__(detail)
 
 
@@ -58,7 +60,8 @@ def install_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ApiError)
     async def _api_error(_r: Request, e: ApiError) -> JSONResponse:
-        return JSONResponse(body(e.code, e.detail, e.hint), e.status, headers=e.headers)
+        return JSONResponse(body(e.code, e.detail, e.hint, e.params), e.status,
+                            headers=e.headers)
 
     @app.exception_handler(DeskError)
     async def _desk(_r: Request, e: DeskError) -> JSONResponse:

@@ -151,37 +151,47 @@ def pins(s: Server) -> None:
         codes.append(r.status_code)
     one = codes.index(429) if 429 in codes else len(codes)
     pin = httpx2.get(f"{s.base}/api/channels/third/pin", headers=s.op).json()["pin"]
+    base = f"{s.base}/api/channels/third/referees"
 
-    def post(address: str, p: str) -> httpx2.Response:
-        with httpx2.Client(transport=httpx2.HTTPTransport(local_address=address)) as c:
-            return c.post(f"{s.base}/api/channels/third/referees", json={"pin": p, "name": "g"})
+    def post(address: str, p: str, c: httpx2.Client | None = None) -> httpx2.Response:
+        if c is not None:
+            return c.post(base, json={"pin": p, "name": "g"})
+        with httpx2.Client(transport=httpx2.HTTPTransport(local_address=address)) as own:
+            return own.post(base, json={"pin": p, "name": "g"})
 
-    wrong = sum(post(f"127.0.1.{2 + n % 6}", f"{n:08d}").status_code == 403 for n in range(30))
+    # a phone joins before the attack, from the address the attacker will use (its pass)
+    phone = httpx2.Client(transport=httpx2.HTTPTransport(local_address="127.0.1.2"))
+    post("127.0.1.2", pin, phone).raise_for_status()
+    wrong = sum(post(f"127.0.1.{2 + n % 15}", f"{n:08d}").status_code == 403
+                for n in range(30))
     guesser = post("127.0.1.2", pin)
     t0 = time.perf_counter()
-    honest = post("127.0.1.100", pin)
+    again = post("127.0.1.2", pin, phone)
     took = time.perf_counter() - t0
-    print(f"PIN guessing: one address (any X-Forwarded-For) gets {one} attempts a minute; "
-          f"{wrong} wrong PINs from six addresses lock the channel for them "
-          f"({guesser.status_code} with the right PIN, Retry-After "
-          f"{guesser.headers.get('retry-after')} s); a referee from another phone meanwhile: "
-          f"{honest.status_code} in {took * 1000:.1f} ms [429 for everyone]")
+    typo = post("127.0.1.100", "99999999").status_code
+    typist = post("127.0.1.100", pin)
+    phone.close()
+    print(f"PIN guessing: one address (any X-Forwarded-For) sends {one} wrong PINs before it "
+          f"must wait (2 s, doubling); {wrong} wrong PINs from 15 addresses lock the channel "
+          f"for them ({guesser.status_code} with the right PIN, Retry-After "
+          f"{guesser.headers.get('retry-after')} s); meanwhile a phone that joined before, "
+          f"from a guesser's address: {again.status_code} in {took * 1000:.1f} ms; a typist "
+          f"elsewhere: {typo} then {typist.status_code} with the right PIN at once")
     # the policy's arithmetic: an attacker guessing as fast as it lets it, for 30 days
-    from hall.auth import Auth, RateLimited, pin_suspect
+    from hall.pinlock import PinLock, RateLimited, pin_suspect
 
     for addresses in (1, 250):
-        a = Auth("bench-operator-token-0123456789", 10)
+        a = PinLock(b"bench-key", 10)
         end, guesses = 30 * 86400.0, 0
         ready = [(0.0, f"10.0.{n // 250}.{n % 250}") for n in range(addresses)]
         while ready[0][0] < end:
             t, address = heapq.heappop(ready)
             try:
-                a.check_pin_rate(f"main/{address}", t, channel="main",
-                                 suspect=pin_suspect(address))
+                a.check("main", pin_suspect(address), t)
             except RateLimited as e:
                 heapq.heappush(ready, (t + max(e.retry_after_s, 0.001), address))
                 continue
-            a.pin_failed("main", t, suspect=pin_suspect(address))
+            a.failed("main", pin_suspect(address), t)
             guesses += 1
             heapq.heappush(ready, (t + 0.001, address))
         per_day = guesses / 30
@@ -372,7 +382,8 @@ def standings(tmp: Path, pages: int = 50, seconds: float = 15.0) -> None:
         r = httpx2.post(f"{s.base}/api/tournaments/import", content=body, headers=s.op,
                         timeout=120)
         r.raise_for_status()
-        view = len(httpx2.get(f"{s.base}/api/tournaments/{t.id}/public").content)
+        view = len(httpx2.get(f"{s.base}/api/tournaments/{t.id}/public",
+                              params={"view": desk_load.LINK}).content)
         hold = desk_load.prepare_channel(s.base, s.op, "main")
         print(f"standings: {len(t.players)} players in {len(t.blocks)} blocks (a public view "
               f"of {view / 1024:.0f} KiB), a result a second, {seconds:.0f} s each; the "

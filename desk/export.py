@@ -15,6 +15,7 @@ from .entries import entry
 from .errors import Invalid
 from .model import (
     COLOURS,
+    PUBLIC_LINK,
     Block,
     Confirmed,
     Match,
@@ -33,7 +34,7 @@ from .model import (
 FORMAT = "yomite-tournament"
 VERSION = 1
 TOURNAMENT_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
-RESERVED_IDS = {"assigned", "import", "presets"}
+RESERVED_IDS = {"assigned", "import", "presets", "print-pass"}
 
 
 def _result(r: Result | None) -> dict[str, Any] | None:
@@ -48,6 +49,7 @@ def to_document(t: Tournament) -> dict[str, Any]:
             "id": t.id, "name": t.name, "day": t.day, "created_at": t.created_at,
             "rounds": t.settings.rounds, "cards": t.settings.cards,
             "finalists": t.settings.finalists,
+            "publish_details": t.settings.publish_details, "public_link": t.public_link,
             "draw_seed": t.draw_seed,
             "draw_method": t.draw_method.value if t.draw_method else None,
             "lottery_seed": t.lottery_seed, "pairing_seed": t.pairing_seed,
@@ -238,7 +240,11 @@ def from_document(data: Any) -> Tournament:
     finalists = head.get("finalists")
     settings = Settings(rounds=head.get("rounds").integer(1, 20),
                         cards=head.get("cards").integer(1, 100),
-                        finalists=2 if finalists.data is None else finalists.integer(1, 2))
+                        finalists=2 if finalists.data is None else finalists.integer(1, 2),
+                        publish_details=head.get("publish_details").boolean(default=False))
+    link = head.get("public_link").text(64, optional=True)
+    if link is not None and not PUBLIC_LINK.fullmatch(link):
+        raise head.get("public_link").fail("must be 16-64 letters, digits, - or _")
     return Tournament(
         id=tid, name=head.get("name").text(100), day=head.get("day").text(40),
         settings=settings, created_at=head.get("created_at").text(40),
@@ -248,5 +254,5 @@ def from_document(data: Any) -> Tournament:
         pairing_seed=head.get("pairing_seed").integer(),
         players=tuple(players), blocks=tuple(blocks),
         rounds=tuple(sorted(rounds, key=lambda x: (x.number, x.block))),
-        referees=tuple(referees), history=tuple(history),
+        referees=tuple(referees), history=tuple(history), public_link=link,
     )

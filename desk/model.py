@@ -4,11 +4,13 @@ stores it; nothing here does I/O."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
 COLOURS = ("blue", "pink", "yellow", "green", "orange")
+PUBLIC_LINK = re.compile(r"[A-Za-z0-9_-]{16,64}")  # a public link's key
 
 
 class Method(StrEnum):
@@ -29,6 +31,10 @@ class Settings:
     # who goes on from a block's preliminaries: 2, the final between the top two (the rules);
     # 1, no final: the first after the preliminaries wins the block (a regional rule)
     finalists: int = 2
+    # the players' clubs (schools) and grades shown to anyone but the desk: the public view,
+    # the standings page and every printed page. Off unless the organiser publishes them
+    # (children's schools and grades are theirs to give)
+    publish_details: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +174,10 @@ class Tournament:
     referees: tuple[RefereeMats, ...] = ()
     history: tuple[ResultChange, ...] = ()
     version: int = 0  # rises with every change (live pages wait on it)
+    # the key of the tournament's public link (the standings page for players and parents,
+    # its JSON, the printed pairings and standings), made and revoked by the desk; None: only
+    # the desk sees the tournament
+    public_link: str | None = None
 
     # ------------------------------------------------------------ look-ups
     def player(self, no: int) -> Player | None:

@@ -1,5 +1,6 @@
 """What the pages show, as plain JSON-ready data: the desk's full view and the public one (the
-projector's standings and the next mats: names, clubs and numbers, never grades)."""
+projector's standings and the next mats: names and numbers; clubs and grades only where the
+organiser publishes them, `Settings.publish_details`)."""
 
 from __future__ import annotations
 
@@ -20,11 +21,18 @@ def _flag(f: Flag) -> dict[str, Any]:
             "detail": f.detail, "params": f.params}
 
 
-def _who(p: Player | None, public: bool) -> dict[str, Any]:
+def details_shown(t: Tournament, public: bool) -> bool:
+    """Whether the players' clubs (schools) and grades go into a view: the desk's always, a
+    public one (and a printed page) only where the organiser publishes them."""
+    return not public or t.settings.publish_details
+
+
+def _who(p: Player | None, details: bool) -> dict[str, Any]:
     if p is None:
         return {"no": None, "name": "?"}
-    out: dict[str, Any] = {"no": p.no, "name": p.name, "furigana": p.furigana, "club": p.club}
-    if not public:
+    out: dict[str, Any] = {"no": p.no, "name": p.name, "furigana": p.furigana}
+    if details:
+        out["club"] = p.club
         out["grade"] = p.grade
     return out
 
@@ -33,7 +41,7 @@ def match_view(t: Tournament, r: Round, m: Match, public: bool = False) -> dict[
     ref = next((x for x in t.referees if m.mat in x.mats), None)
     out: dict[str, Any] = {
         "mat": m.mat,
-        "players": [_who(t.player(p), public) for p in m.players],
+        "players": [_who(t.player(p), details_shown(t, public)) for p in m.players],
         "result": None,
         "outcome": None,
     }
@@ -81,7 +89,8 @@ def standings_view(t: Tournament, block: str, public: bool = False) -> list[dict
     out = []
     for s in standings(t, block):
         p = t.player(s.no)
-        out.append({**_who(p, public), "rank": s.rank, "place": places.get(s.no, s.place),
+        out.append({**_who(p, details_shown(t, public)), "rank": s.rank,
+                    "place": places.get(s.no, s.place),
                     "played": s.played, "wins": s.wins,
                     "draws": s.draws, "losses": s.losses, "cards": s.cards,
                     "lottery": s.lottery, "by_lottery": s.by_lottery, "withdrawn": s.withdrawn,
@@ -143,7 +152,9 @@ def desk_view(t: Tournament) -> dict[str, Any]:
         "id": t.id, "name": t.name, "day": t.day, "version": t.version,
         "created_at": t.created_at,
         "settings": {"rounds": t.settings.rounds, "cards": t.settings.cards,
-                     "finalists": t.settings.finalists},
+                     "finalists": t.settings.finalists,
+                     "publish_details": t.settings.publish_details},
+        "public_link": t.public_link,
         "draw": {"seed": t.draw_seed, "method": t.draw_method.value if t.draw_method else None},
         "lottery_seed": t.lottery_seed,
         "players": [{"no": p.no, "name": p.name, "furigana": p.furigana, "club": p.club,
@@ -179,7 +190,8 @@ def public_view(t: Tournament) -> dict[str, Any]:
         })
     return {"id": t.id, "name": t.name, "day": t.day, "version": t.version,
             "settings": {"rounds": t.settings.rounds, "cards": t.settings.cards,
-                     "finalists": t.settings.finalists},
+                         "finalists": t.settings.finalists,
+                         "publish_details": t.settings.publish_details},
             "lottery_seed": t.lottery_seed, "blocks": blocks}
 
 

@@ -8,12 +8,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
-import ipaddress
 import json
 import logging
 import secrets
 import time
-from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime as _datetime
@@ -21,6 +19,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from hall.jsonlines import append_line, rewrite_lines
+from hall.pinlock import PinLock
 
 log = logging.getLogger("yomite.auth")
 
@@ -75,12 +74,6 @@ def fingerprint(token: str) -> str:
     return digest(token).hex()[:8]
 
 
-class RateLimited(Exception):
-    def __init__(self, retry_after_s: float, why: str = "too many PIN attempts") -> None:
-        self.retry_after_s = retry_after_s
-        super().__init__(f"{why}; try again in {retry_after_s:.0f} s")
-
-
 class TooManyReferees(Exception):
     """The channel holds `server.referees.max_per_channel` referees already."""
 
@@ -96,22 +89,15 @@ class Auth:
     however many have joined) so that a phone keeps its identity, and its hold, across a
     restart. Referees who joined on an earlier day are forgotten at start unless
     `keep_across_days`: a new day's hall starts with no referee of yesterday's tokens.
-
-    PIN guessing is limited per client and channel (`pin_attempts_per_minute`, every
-    attempt), and per channel across all clients: while the last minute holds
-    `pin_failures_per_channel_minute` wrong PINs, or the last hour
-    `pin_failures_per_channel_hour`, the channel's join is locked; so guessing goes at most
-    that fast however it is spread (a guesser that keeps under the minute's count meets the
-    hour's). A lock keeps out only the suspects: the addresses (`pin_suspect`) that sent a
-    wrong PIN to the channel in the last day. Anyone else is let in with the right PIN, so
-    guessers cannot lock honest referees out; a guesser gets one more guess for each address
-    it has never guessed from. A new PIN (`unlock`) forgets the guesses and the suspects."""
+    PIN guessing is `pins` (hall.pinlock.PinLock): its passes are signed with a key of the
+    operator token's, like the desk's print passes here."""
 
     def __init__(self, operator_token: str | None, pin_attempts_per_minute: int = 10,
                  store: Path | None = None, *, max_per_channel: int = 10000,
                  pin_failures_per_channel_minute: int = 30,
                  pin_failures_per_channel_hour: int = 30,
-                 keep_across_days: bool = True, now: float | None = None) -> None:
+                 keep_across_days: bool = True, now: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.operator_token = operator_token or secrets.token_urlsafe(24)
         self.generated = operator_token is None
         self._operator_digest = digest(self.operator_token)
@@ -121,13 +107,11 @@ class Auth:
         self._org_tokens: dict[bytes, tuple[str, Principal]] = {}  # (operator id, who)
         self._by_id: dict[str, Referee] = {}
         self._by_channel: dict[str, dict[str, Referee]] = {}
-        self._attempts: dict[str, deque[float]] = {}
-        self._limit = pin_attempts_per_minute
-        self._channel_limit = pin_failures_per_channel_minute
-        self._hour_limit = pin_failures_per_channel_hour
-        self._failures: dict[str, deque[float]] = {}
-        # channel -> suspect -> when it last sent a wrong PIN (oldest first)
-        self._suspects: dict[str, OrderedDict[str, float]] = {}
+        self._pass_key = hmac.new(self._operator_digest, b"yomite pin pass",
+                                  hashlib.sha256).digest()
+        self.pins = PinLock(self._pass_key, pin_attempts_per_minute,
+                            pin_failures_per_channel_minute, pin_failures_per_channel_hour,
+                            clock)
         self.max_per_channel = max_per_channel
         # told each referee joined or removed here (a cluster shares them: cluster.referees)
         self.on_change: Callable[[dict[str, object]], None] | None = None
@@ -246,81 +230,25 @@ class Auth:
                             if p.org != org or (operator_id is not None
                                                 and oid != operator_id)}
 
-    # ------------------------------------------------------------------ PIN guessing
-    SUSPECT_S = 86400.0  # how long an address that sent a wrong PIN stays a suspect
-    MAX_SUSPECTS = 10000  # per channel: the oldest are forgotten first
+    # ------------------------------------------------------------------ the desk's paper
+    def print_pass(self, until: float) -> str:
+        """What the desk's browser keeps (a cookie) to open the printed pages in a tab of
+        their own, which cannot send the operator's token: the admin's, until `until` (wall
+        seconds). A new operator token ends every pass."""
+        stamp = str(int(until))
+        return f"{stamp}.{self._print_mac(stamp)}"
 
-    def check_pin_rate(self, client: str, now: float | None = None,
-                       channel: str | None = None, suspect: str | None = None) -> None:
-        """Raise RateLimited if `client` (channel/address) tried too often, or if the
-        channel's join is locked by wrong PINs and `suspect` (`pin_suspect` of the client's
-        address) sent one of them: a lock never refuses anyone else."""
-        t = time.monotonic() if now is None else now
-        if channel is not None and suspect is not None:
-            wait = self.locked_for(channel, t)
-            if wait > 0 and self._suspected(channel, suspect, t):
-                raise RateLimited(wait, "too many wrong PINs on this channel, some from "
-                                        "this address")
-        q = self._attempts.setdefault(client, deque())
-        while q and t - q[0] > 60:
-            q.popleft()
-        if len(q) >= self._limit:
-            raise RateLimited(60 - (t - q[0]))
-        q.append(t)
-        if len(self._attempts) > 10000:  # forget clients that have gone quiet
-            for k in [k for k, v in self._attempts.items() if not v or t - v[-1] > 60]:
-                del self._attempts[k]
+    def print_pass_valid(self, value: str | None, now: float) -> bool:
+        if not value or len(value) > 100:
+            return False
+        stamp, _, mac = value.partition(".")
+        if not stamp.isdigit() or int(stamp) < now:
+            return False
+        return hmac.compare_digest(mac.encode(), self._print_mac(stamp).encode())
 
-    def locked_for(self, channel: str, now: float | None = None) -> float:
-        """How long the channel's join stays locked for suspects (0: it is open): until fewer
-        than `pin_failures_per_channel_minute` wrong PINs are left in the last minute and
-        fewer than `pin_failures_per_channel_hour` in the last hour."""
-        t = time.monotonic() if now is None else now
-        q = self._failures.get(channel)
-        if not q:
-            return 0.0
-        while q and t - q[0] > 3600:
-            q.popleft()
-        wait = 0.0
-        for window, limit in ((60.0, self._channel_limit), (3600.0, self._hour_limit)):
-            recent = [f for f in q if t - f <= window]
-            if len(recent) >= limit:
-                # the oldest wrong PINs must leave the window until one fewer than the limit
-                # is left in it
-                wait = max(wait, recent[len(recent) - limit] + window - t)
-        return wait
-
-    def _suspected(self, channel: str, suspect: str, t: float) -> bool:
-        suspects = self._suspects.get(channel)
-        seen = suspects.get(suspect) if suspects is not None else None
-        return seen is not None and t - seen <= self.SUSPECT_S
-
-    def pin_failed(self, channel: str, now: float | None = None,
-                   suspect: str | None = None) -> None:
-        """A wrong PIN on `channel` from `suspect`: enough of them, from anyone, lock the
-        channel's join for the addresses they came from."""
-        t = time.monotonic() if now is None else now
-        if suspect is not None:
-            seen = self._suspects.setdefault(channel, OrderedDict())
-            seen[suspect] = t
-            seen.move_to_end(suspect)
-            while len(seen) > self.MAX_SUSPECTS:
-                seen.popitem(last=False)
-        q = self._failures.setdefault(channel, deque())
-        was_open = self.locked_for(channel, t) == 0
-        q.append(t)
-        # (more than both counts is never needed to know when the lock ends)
-        while len(q) > 2 * max(self._channel_limit, self._hour_limit):
-            q.popleft()
-        if was_open and (lock_s := self.locked_for(channel, t)) > 0:
-            log.warning("channel %s: too many wrong PINs; joining is locked for %.0f s for "
-                        "the addresses that sent them (the operator can give a new PIN)",
-                        channel, lock_s)
-
-    def unlock(self, channel: str) -> None:
-        """A new PIN: the guesses at the old one no longer matter, nor who made them."""
-        self._failures.pop(channel, None)
-        self._suspects.pop(channel, None)
+    def _print_mac(self, stamp: str) -> str:
+        return hmac.new(self._pass_key, f"desk-print\0{stamp}".encode(),
+                        hashlib.sha256).hexdigest()[:32]
 
     # ------------------------------------------------------------------ referees
     def join(self, channel: str, name: str) -> tuple[Referee, str]:
@@ -380,21 +308,3 @@ class Auth:
 
     def referees(self, channel: str) -> list[Referee]:
         return list(self._by_channel.get(channel, {}).values())
-
-
-def pin_suspect(address: str) -> str:
-    """Who a wrong PIN is held against: the client's address, an IPv6 one by its /64 (a
-    host on a LAN may take any address of its /64 at will: one per guess, else)."""
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return address
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            return str(ip.ipv4_mapped)
-        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
-    return str(ip)
-
-
-def pin_matches(given: str, expected: str) -> bool:
-    return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))

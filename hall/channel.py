@@ -231,7 +231,7 @@ class ChannelService:
             tmp.write_text(pin, "utf-8")
             os.replace(tmp, self.pin_path)
         self.pin = pin
-        self.auth.unlock(self.name)
+        self.auth.pins.unlock(self.name)
         self.broadcast()
         return pin
 

@@ -67,13 +67,17 @@ class SecurityConfig(Frozen):
     # that no process on this machine can pose as many clients to guess a PIN
     trusted_proxies: tuple[str, ...] = ()
     pin_digits: int = Field(6, ge=6, le=12)
-    pin_attempts_per_minute: int = Field(10, ge=1, le=1000)  # per client and channel
-    # wrong PINs a minute, from all clients together, before the channel's join locks
-    # for a minute, then twice as long each time it locks again within the hour
+    # per guesser and channel: a guesser is a phone that joined with this PIN before (its
+    # pass, a cookie), else an address (an IPv6 one by its /64). Each also waits after its own
+    # wrong PINs: none after the first, then 2 s, doubling up to an hour (hall.pinlock)
+    pin_attempts_per_minute: int = Field(10, ge=1, le=1000)
+    # wrong PINs a minute, from all guessers without a pass together, before the channel's
+    # join locks, until they are a minute old
     pin_failures_per_channel_minute: int = Field(30, ge=1, le=10000)
     # and in an hour (a guesser that keeps under the minute's count locks it too): together
-    # they bound guessing to ~30 PINs an hour. A lock refuses only the addresses that sent a
-    # wrong PIN (an IPv6 address by its /64); a referee with the right PIN is let in.
+    # they bound guessing to ~30 PINs an hour. A lock refuses only the guessers that sent
+    # more than one wrong PIN: never a phone with a pass, a typist's single mistake, or anyone
+    # with the right PIN who sent no wrong one.
     pin_failures_per_channel_hour: int = Field(30, ge=1, le=100000)
 
     @field_validator("trusted_proxies")

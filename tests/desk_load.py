@@ -28,6 +28,9 @@ from desk.model import Method, Settings, Tournament
 VERSION = re.compile(rb'"version":\s*(\d+)')
 
 
+LINK = "load-test-public-link-0123"  # the pages' public link (standings.js's ?view=)
+
+
 def big_tournament(tid: str = "big", players: int = 400, blocks: int = 8, played: int = 5,
                    channel: str = "a", seed: int = 2025) -> Tournament:
     """`played` rounds of every block played and entered, the next one paired and read on
@@ -35,7 +38,7 @@ def big_tournament(tid: str = "big", players: int = 400, blocks: int = 8, played
     rng = random.Random(seed)
     t = Tournament(tid, "五色百人一首 県大会", "2025-11-03", Settings(rounds=played + 1, cards=17),
                    "2025-11-03T08:00:00+00:00", lottery_seed=rng.randrange(10**6),
-                   pairing_seed=rng.randrange(10**6))
+                   pairing_seed=rng.randrange(10**6), public_link=LINK)
     t = ops.apply(t, ops.add_players(t, [
         Entry(f"選手{i:03d}", f"せんしゅ{i:03d}", f"第{i % 23 + 1}小学校", f"{4 + i % 3}年")
         for i in range(1, players + 1)]))
@@ -80,7 +83,7 @@ async def _page(c: httpx2.AsyncClient, tid: str, stop: asyncio.Event, load: Load
     """standings.js's loop: the public view, then wait for the next version."""
     after = -1
     while not stop.is_set():
-        r = await c.get(f"/api/tournaments/{tid}/public", params={"after": after})
+        r = await c.get(f"/api/tournaments/{tid}/public", params={"after": after, "view": LINK})
         r.raise_for_status()
         m = VERSION.search(r.content[:4096]) or VERSION.search(r.content)
         assert m is not None
@@ -95,7 +98,7 @@ async def _desk(c: httpx2.AsyncClient, tid: str, t: Tournament, op: dict[str, st
     """One result a second at the last round's mats, round and round (corrections after the
     first pass), as the operator; each one a change (never the result the mat already has)."""
     r_number = max(r.number for r in t.rounds)
-    now = await c.get(f"/api/tournaments/{tid}/rounds/{r_number}")
+    now = await c.get(f"/api/tournaments/{tid}/rounds/{r_number}", headers=op)
     now.raise_for_status()
     mats = [(m["mat"], [p["no"] for p in m["players"]],
              tuple(m["result"]["cards"]) if m["result"] else None)

@@ -143,7 +143,7 @@ def test_a_database_that_cannot_be_made_is_a_503_naming_it_and_the_next_try_make
         assert c.get("/api/tournaments/t1", headers=OP).status_code == 200
 
 
-def test_roles_the_desk_is_the_operators_and_the_standings_are_public(client):
+def test_roles_the_desk_is_the_operators_and_the_standings_are_the_links(client):
     setup_tournament(client)
     _rid, ref = join(client, "a", "審判1")
     for headers, status in ((None, 401), (ref, 403)):
@@ -151,11 +151,24 @@ def test_roles_the_desk_is_the_operators_and_the_standings_are_public(client):
         assert r.status_code == status and r.json()["error"] in ("unauthorized", "forbidden")
         assert client.get("/api/tournaments/t1", headers=headers).status_code == status
         assert client.get("/api/tournaments/t1/export", headers=headers).status_code == status
-    pub = client.get("/api/tournaments/t1/public")
+    # the standings are the desk's and the public link's holders' (issue 47, item 6)
+    for tid in ("t1", "nope"):  # the same answer, whether the tournament exists or not
+        r = client.get(f"/api/tournaments/{tid}/public")
+        assert r.status_code == 401 and r.json()["error"] == "link_needed" and r.json()["hint"]
+    pub = client.get("/api/tournaments/t1/public", headers=OP)
     assert pub.status_code == 200
-    assert "grade" not in json.dumps(pub.json()), "the public view shows no grades"
-    assert client.get("/api/tournaments").json()[0]["id"] == "t1"
-    r = client.get("/api/tournaments/nope/public")
+    assert '"grade"' not in pub.text and '"club"' not in pub.text, "published by nobody"
+    key = client.post("/api/tournaments/t1/public-link", headers=OP).json()["public_link"]
+    by_link = client.get(f"/api/tournaments/t1/public?view={key}").json()
+    assert by_link["blocks"] == pub.json()["blocks"]
+    assert client.get("/api/tournaments").status_code == 401
+    assert client.get("/api/tournaments", headers=OP).json()[0]["id"] == "t1"
+    for tid in ("t1", "nope"):
+        r = client.get(f"/api/tournaments/{tid}/public?view={key[::-1]}")
+        assert r.status_code == 404 and r.json()["error"] == "no_such_link"
+    r = client.get(f"/api/tournaments/nope/public?view={key}")
+    assert r.status_code == 404 and r.json()["error"] == "no_such_link"
+    r = client.get("/api/tournaments/nope/public", headers=OP)
     assert r.status_code == 404 and r.json()["error"] == "not_found" and r.json()["hint"]
     assert client.get("/api/tournaments/assigned").status_code == 401
 
@@ -301,9 +314,9 @@ def test_a_player_is_corrected_field_by_field_and_null_changes_nothing(client):
 
 def test_live_pages_wait_for_the_next_change(client, tmp_path):
     setup_tournament(client, n=4, blocks=1)
-    v = client.get("/api/tournaments/t1/public").json()["version"]
+    v = client.get("/api/tournaments/t1/public", headers=OP).json()["version"]
     t0 = time.monotonic()
-    same = client.get(f"/api/tournaments/t1/public?after={v}").json()
+    same = client.get(f"/api/tournaments/t1/public?after={v}", headers=OP).json()
     assert same["version"] == v and time.monotonic() - t0 >= 0.9  # desk.long_poll_s: 1
     # a page behind the current version is answered at once: with a wait of a minute, so that
     # "at once" (well under the half minute allowed a busy machine) cannot be the wait's end
@@ -311,9 +324,9 @@ def test_live_pages_wait_for_the_next_change(client, tmp_path):
     with TestClient(create_app(make_config(tmp_path / "slow", long_poll_s=60),
                                operator_token=TOKEN)) as slow:
         setup_tournament(slow, n=4, blocks=1)
-        v = slow.get("/api/tournaments/t1/public").json()["version"]
+        v = slow.get("/api/tournaments/t1/public", headers=OP).json()["version"]
         t0 = time.monotonic()
-        newer = slow.get(f"/api/tournaments/t1/public?after={v - 1}").json()
+        newer = slow.get(f"/api/tournaments/t1/public?after={v - 1}", headers=OP).json()
         assert newer["version"] == v and time.monotonic() - t0 < 30
 
 
@@ -334,27 +347,27 @@ def test_export_import_files_and_printouts(client):
     doc["tournament"]["id"] = "t2"
     r = client.post("/api/tournaments/import", content=json.dumps(doc), headers=OP)
     assert r.status_code == 200, r.text
-    a = client.get("/api/tournaments/t1/public").json()
-    b = client.get("/api/tournaments/t2/public").json()
+    a = client.get("/api/tournaments/t1/public", headers=OP).json()
+    b = client.get("/api/tournaments/t2/public", headers=OP).json()
     assert a["blocks"] == b["blocks"]
     r = client.post("/api/tournaments/import?replace=true", content=b"{not json", headers=OP)
     assert r.status_code == 422
 
-    csv = client.get("/api/tournaments/t1/rounds/1.csv").text
+    csv = client.get("/api/tournaments/t1/rounds/1.csv", headers=OP).text
     assert csv.startswith("\ufeffblock,mat,colour,seat,no,name")
     assert len(csv.strip().splitlines()) == 8  # 7 players + the header
-    assert "選手" in client.get("/api/tournaments/t1/standings.csv").text
+    assert "選手" in client.get("/api/tournaments/t1/standings.csv", headers=OP).text
     players = client.get("/api/tournaments/t1/players.csv", headers=OP).text
     # the players' CSV is an entries file again
     client.post("/api/tournaments", json={"id": "t3", "name": "y"}, headers=OP)
     r = client.post("/api/tournaments/t3/entries.csv", content=players.encode(),
                     headers={**OP, "Content-Type": "text/csv"})
     assert r.status_code == 200 and len(r.json()["added"]) == 7
-    page = client.get("/print/t1/rounds/1").text
+    page = client.get("/print/t1/rounds/1", headers=OP).text
     assert "size: A4" in page and "第1試合" in page and "マット" in page and "移動" in page
     assert "選手1" in page
-    page = client.get("/print/t1/standings").text
+    page = client.get("/print/t1/standings", headers=OP).text
     assert "成績" in page and "取り札" in page
-    assert client.get("/print/t1/rounds/9").status_code == 404
+    assert client.get("/print/t1/rounds/9", headers=OP).status_code == 404
     for path in ("/desk", "/standings/t1", "/results/a"):
         assert client.get(path).status_code == 200

@@ -84,7 +84,7 @@ def test_results_that_do_not_add_up_are_refused_and_nothing_is_stored(server, de
             r = put(d, 1, pair["mat"], dict(zip(nos2, (11, 9), strict=True)), who)
             assert r.status_code == 409 and r.json()["error"] == "round_not_read", r.text
         d.call("POST", d.t("/rounds/1/start"))
-        before = d.call("GET", d.t("/public"), headers={})
+        before = d.call("GET", d.t("/public"))
         for who in (ref, d.op):
             r = put(d, 1, pair["mat"], dict(zip(nos2, (12, 12), strict=True)), who)
             assert r.status_code == 422 and r.json()["error"] == "cards_over_read", r.text
@@ -98,7 +98,7 @@ def test_results_that_do_not_add_up_are_refused_and_nothing_is_stored(server, de
         r = put(d, 1, pair["mat"], {nos2[0]: 1, nos2[1]: 0}, ref, tiebreak=True)
         assert r.status_code == 422
         # nothing was stored, nothing shown
-        after = d.call("GET", d.t("/public"), headers={})
+        after = d.call("GET", d.t("/public"))
         assert after["version"] == before["version"]
         assert after["blocks"][0]["round"]["results"] == 0
         assert d.call("GET", d.t("/history")) == []
@@ -156,7 +156,7 @@ def test_a_final_is_locked_once_the_desk_confirms_it(server, desk):
     ref = d.referee_of(m["mat"])
 
     def places() -> dict[str, int]:
-        pub = d.call("GET", d.t("/public"), headers={})
+        pub = d.call("GET", d.t("/public"))
         return {str(s["no"]): s["final_place"] for s in pub["blocks"][0]["standings"]
                 if s["final_place"]}
 
@@ -195,7 +195,7 @@ def test_the_desks_backup_and_entries_take_their_own_size_limit(server, desk):
     assert len(backup) > 48 * 1024  # a real 40-player day's export (the report's was 53 KB)
     r = d.c.post("/api/tournaments/import", content=backup, headers=d.op)
     assert r.status_code == 200, r.text[:300]
-    assert d.call("GET", "/api/tournaments/day40/public", headers={})["blocks"]
+    assert d.call("GET", "/api/tournaments/day40/public")["blocks"]
     d.tid = "many"
     d.call("POST", "/api/tournaments", json={"id": "many", "name": "多い"})
     rows = ["氏名,ふりがな,所属"] + [f"選手{i:04d},せんしゅ{i:04d},{'学校' * 20}{i % 9}"
@@ -236,9 +236,10 @@ def test_every_csv_the_desk_writes_keeps_formulas_as_text(server, desk):
     d.call("POST", d.t("/entries"), json={"players": players})
     d.call("POST", d.t("/blocks/draw"), json={"blocks": 1, "seed": 1, "channels": ["a"]})
     d.call("POST", d.t("/rounds"))
+    d.call("PATCH", d.t(), json={"publish_details": True})  # the clubs in every file
     files = {"players.csv": d.call("GET", d.t("/players.csv")),
-             "rounds/1.csv": d.call("GET", d.t("/rounds/1.csv"), headers={}),
-             "standings.csv": d.call("GET", d.t("/standings.csv"), headers={})}
+             "rounds/1.csv": d.call("GET", d.t("/rounds/1.csv")),
+             "standings.csv": d.call("GET", d.t("/standings.csv"))}
     for name, text in files.items():
         rows = list(csv.reader(io.StringIO(text.removeprefix("\ufeff"), newline="")))
         cells = [c for row in rows for c in row]

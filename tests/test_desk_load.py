@@ -77,7 +77,7 @@ def test_a_page_that_leaves_is_not_kept_waiting(tmp_path):
     try:
         httpx2.post(f"{s.base}/api/tournaments", json={"id": "t", "name": "t"},
                     headers=s.op).raise_for_status()
-        v = httpx2.get(f"{s.base}/api/tournaments/t/public").json()["version"]
+        v = httpx2.get(f"{s.base}/api/tournaments/t/public", headers=s.op).json()["version"]
         socks = []
         for path in (f"/api/tournaments/t/public?after={v}", f"/api/tournaments/t?after={v}"):
             for _ in range(PAGES // 2):
@@ -91,7 +91,7 @@ def test_a_page_that_leaves_is_not_kept_waiting(tmp_path):
         for sock in socks:
             assert b" 200 OK" in sock.recv(4096)
             sock.sendall(f"GET /api/tournaments/t/public?after={v + 1} HTTP/1.1\r\n"
-                         "Host: 127.0.0.1\r\n\r\n".encode())
+                         f"Host: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n\r\n".encode())
             sock.close()  # ... and wait again, then leave
     finally:
         s.stop()

@@ -102,7 +102,15 @@ def test_the_desk_starts_a_round_a_referee_enters_a_result_and_the_projector_cha
         mine = {r["referee"]: r["mats"] for r in d.view()["referees"]}
         assert mine[second] == left[:2], mine
 
-        projector = open_page(browser, f"{server.base}/standings/day", errors, phone=False)
+        # the desk makes the public link (issue 47): the projector (a browser of its own, no
+        # token) opens it
+        desk.click("#tabs [data-tab=files]")
+        expect(desk.locator("#no-public-url")).to_be_visible()
+        desk.click("#make-public-link")
+        expect(desk.locator("#public-url")).to_be_visible()
+        public = desk.locator("#public-url").get_attribute("href") or ""
+        assert public.startswith("/standings/day?view=")
+        projector = open_page(browser, f"{server.base}{public}", errors, phone=False)
         expect(projector.locator(".block")).to_have_count(2)
 
         # the desk pairs round 1: the projector shows everyone's mat; then it starts the round
@@ -188,8 +196,17 @@ def test_the_desk_starts_a_round_a_referee_enters_a_result_and_the_projector_cha
         assert h[-1]["before"]["players_at"] and not h[-1]["after"]["players_at"], h[-1]
         assert h[-2]["by"].startswith("players with referee"), h[-2]
 
-        printed = open_page(browser, f"{server.base}/print/day/rounds/1", errors, phone=False)
+        # the desk prints from its own page: the printed page opens in a tab of its own, with
+        # the desk's print pass (a cookie); a browser without it is told what it needs
+        desk.click("#tabs [data-tab=files]")
+        with desk.context.expect_page() as opened:
+            desk.locator("#files a[href='/print/day/rounds/1']").click()
+        printed = opened.value
+        watch_errors(printed, errors, "print: ")
         expect(printed.locator("section")).to_have_count(2)
+        stranger = open_page(browser, f"{server.base}/print/day/names", [], phone=False)
+        expect(stranger.locator("body")).to_contain_text("link_needed")
+        stranger.context.close()
         shot(printed, "desk-print-round")
         pdf = printed.pdf(format="A4")
         assert pdf.startswith(b"%PDF") and pdf.count(b"/Type /Page\n") + pdf.count(
@@ -222,7 +239,8 @@ def test_a_regional_preset_fills_the_rules_and_draws_blocks_of_four_by_grade(ser
         desk.fill("#new-id", "fours")
         desk.click("#new-create")
         expect(desk.locator("#t-title")).to_contain_text("学年別大会")
-        assert d.view()["settings"] == {"rounds": 3, "cards": 17, "finalists": 1}
+        assert d.view()["settings"] == {"rounds": 3, "cards": 17, "finalists": 1,
+                                        "publish_details": False}
         grades = ("小3", "小4", "小5", "小6")
         schools = ("東小", "西小", "南小", "北小", "中央小")
         d.call("POST", d.t("/entries"), json={"players": [

@@ -95,10 +95,23 @@ def desk(server) -> Iterator[Desk]:
         d.close()
 
 
+# each tournament's public link (issue 47): the projector and the phones open it, no token
+LINKS: dict[str, str] = {}
+
+
+def link(base: str, tid: str, page: str = "standings", query: str = "") -> str:
+    """The public link's `page` of `tid` (standings, print/.../standings...)."""
+    where = page if page.startswith("print/") else f"{page}/{tid}"
+    return f"{base}/{where}?{query}{'&' if query else ''}view={LINKS[tid]}"
+
+
 def new_day(d: Desk, tid: str, players: int, blocks: int, rounds: int = 6) -> None:
     d.tid = tid
     d.call("POST", "/api/tournaments", json={"id": tid, "name": "五色百人一首 秋の大会",
                                               "cards": 17, "rounds": rounds})
+    LINKS[tid] = d.call("POST", d.t("/public-link"))["public_link"]
+    # the schools shown, as a hall that publishes them does (the widest rows)
+    d.call("PATCH", d.t(), json={"publish_details": True})
     d.call("POST", d.t("/entries.csv"), content=entries_csv(players),
            headers={**d.op, "Content-Type": "text/csv"})
     d.call("POST", d.t("/blocks/draw"),
@@ -179,7 +192,7 @@ def test_the_projector_shows_every_block_and_row_in_turn_inside_the_screen(
     play(desk, varied)
     want = members(desk)
     for size in PROJECTORS:
-        page = open_page(browser, f"{server.base}/standings/hall?page_s=1", errors, size)
+        page = open_page(browser, link(server.base, "hall", query="page_s=1"), errors, size)
         expect(page.locator("section.block").first).to_be_visible()
         # the players' phones: a QR code of this page on the projector (issue 22), drawn
         qr = page.locator("#phone-qr img")
@@ -203,7 +216,7 @@ def test_a_block_taller_than_the_screen_goes_on_in_the_next_column(server, brows
     errors: list[str] = []
     new_day(desk, "big", 30, 1)
     play(desk, first_seat_wins)
-    page = open_page(browser, f"{server.base}/standings/big?page_s=1", errors, (1280, 720))
+    page = open_page(browser, link(server.base, "big", query="page_s=1"), errors, (1280, 720))
     expect(page.locator("section.block").first).to_be_visible()
     check_every_row_shown_in_turn(page, (1280, 720), members(desk))
     expect(page.locator("section.block[data-continued=true]")).not_to_have_count(0)
@@ -214,7 +227,7 @@ def test_a_block_taller_than_the_screen_goes_on_in_the_next_column(server, brows
 def test_a_phone_has_nothing_wider_than_its_screen(server, browser, desk):
     errors: list[str] = []
     new_day(desk, "phone", 40, 4)
-    url = f"{server.base}/standings/phone"
+    url = link(server.base, "phone")
     for state in ("entrants", "paired", "ranked"):
         if state == "paired":
             desk.call("POST", desk.t("/rounds"), json={})
@@ -239,7 +252,7 @@ def test_a_phone_has_nothing_wider_than_its_screen(server, browser, desk):
 def test_before_round_1_nobody_is_ranked_only_listed_by_name(server, browser, desk):
     errors: list[str] = []
     new_day(desk, "early", 12, 2)
-    page = open_page(browser, f"{server.base}/standings/early", errors, (1280, 720))
+    page = open_page(browser, link(server.base, "early"), errors, (1280, 720))
     expect(page.locator(".moves > div")).to_have_count(12)
     assert page.locator("tbody tr").count() == 0 and page.locator("tr.top").count() == 0
     expect(page.locator("#blocks")).not_to_contain_text("抽選")
@@ -262,14 +275,14 @@ def test_the_lottery_is_said_where_it_decides_a_place_in_the_final_and_not_befor
     errors: list[str] = []
     new_day(desk, "lot", 12, 2, rounds=2)
     play(desk, lambda nos: [5, 3])  # three winners a block, equal in wins and cards
-    page = open_page(browser, f"{server.base}/standings/lot", errors, (1280, 720))
+    page = open_page(browser, link(server.base, "lot"), errors, (1280, 720))
     block_a = page.locator(".block[data-block=A]")
     expect(block_a.locator("tbody tr")).to_have_count(6)
     # a round to go: the lottery decides nothing yet, and the three equals share 1st place
     expect(page.locator("#blocks")).not_to_contain_text("抽選")
     assert block_a.locator("td.place").all_inner_texts() == ["1", "1", "1", "4", "4", "4"]
     expect(block_a.locator("tr.top")).to_have_count(0)  # three for two places: nobody yet
-    printed = httpx2.get(f"{server.base}/print/lot/standings").text
+    printed = httpx2.get(link(server.base, "lot", "print/lot/standings")).text
     assert "（抽選）" not in printed and "決勝進出" not in printed
 
     play(desk, lambda nos: [4, 4])  # all drawn: the three still equal, the preliminaries over
@@ -285,7 +298,7 @@ def test_the_lottery_is_said_where_it_decides_a_place_in_the_final_and_not_befor
     assert block_a.locator("td.place").all_inner_texts() == ["1", "2", "3", "4", "5", "6"]
     expect(block_a.locator("tr.top")).to_have_count(2)
     expect(block_a.locator("tr .badge.lot")).to_have_count(6)
-    printed = httpx2.get(f"{server.base}/print/lot/standings").text
+    printed = httpx2.get(link(server.base, "lot", "print/lot/standings")).text
     assert (f"決勝進出は抽選で決定: {names[tied[0]]}・{names[tied[1]]} が決勝へ"
             f"（{names[tied[2]]} と勝ち数 1・取り札 9 が同じ）") in printed
     page.click("button.lang")
@@ -357,7 +370,7 @@ def test_the_final_is_called_the_final_not_by_its_number(server, browser, desk):
     d.click("#tabs [data-tab=files]")
     expect(d.locator("#files")).to_contain_text("決勝戦の対戦表（印刷）")
     expect(d.locator("#files")).not_to_contain_text("第2試合")
-    printed = httpx2.get(f"{server.base}/print/tie2/rounds/2").text
+    printed = httpx2.get(link(server.base, "tie2", "print/tie2/rounds/2")).text
     assert "<title>五色百人一首 秋の大会 決勝戦" in printed and "第2試合" not in printed
     d.click("button.lang")
     d.click("#tabs [data-tab=rounds]")
@@ -373,7 +386,7 @@ def test_only_the_finals_winner_is_champion_on_the_projector(server, browser, de
     # the 2nd of the preliminaries takes the extra card and wins the final
     desk.call("PUT", desk.t(f"/rounds/2/mats/{mat}"),
               json={"cards": {str(a): 3, str(b): 3}, "tiebreak": b})
-    page = open_page(browser, f"{server.base}/standings/tie3", errors, (1280, 720))
+    page = open_page(browser, link(server.base, "tie3"), errors, (1280, 720))
     block_a = page.locator(".block[data-block=A]")
     rows = block_a.locator("tbody tr")
     expect(rows.first).to_have_attribute("data-no", str(b))

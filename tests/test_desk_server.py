@@ -52,6 +52,8 @@ def tournament_day(d: Desk, server: Server) -> None:
     rng = random.Random(2025_11_03)
     d.call("POST", "/api/tournaments", json={"id": "day", "name": "五色百人一首 秋の大会",
                                               "day": "2025-11-03", "cards": CARDS})
+    # the players' and parents' link (issue 47): their pages go through it, with no token
+    link = {"view": d.call("POST", d.t("/public-link"))["public_link"]}
     got = d.call("POST", d.t("/entries.csv"), content=entries_csv(40),
                  headers={**server.op, "Content-Type": "text/csv"})
     assert len(got["added"]) == 40 and got["warnings"] == []
@@ -103,7 +105,7 @@ def tournament_day(d: Desk, server: Server) -> None:
             groups[b] += gs
             assert no_rematches(groups[b]), f"a rematch in block {b} round {n}"
         # the projector's next mats: every player of the round, with the mat of its match
-        pub = d.call("GET", d.t("/public"), headers={})
+        pub = d.call("GET", d.t("/public"), headers={}, params=link)
         for blk in pub["blocks"]:
             seats = {s["no"]: s["mat"] for s in blk["next_mats"]["seats"]}
             for m in rounds[blk["name"]]["matches"]:
@@ -141,7 +143,7 @@ def tournament_day(d: Desk, server: Server) -> None:
     v = d.view()
     lots = lottery(v["lottery_seed"], [p["no"] for p in v["players"]])
     assert {p["no"]: p["lottery"] for p in v["players"]} == lots
-    pub = d.call("GET", d.t("/public"), headers={})
+    pub = d.call("GET", d.t("/public"), headers={}, params=link)
     for blk in pub["blocks"]:
         b = blk["name"]
         everyone = members[b] + ([quit_b] if b == "B" else [])
@@ -156,7 +158,7 @@ def tournament_day(d: Desk, server: Server) -> None:
                 assert s["withdrawn"] and n_played == LATE_ROUND - 1 == s["played"]
             else:  # the late player: every round from the one he joined
                 assert s["played"] == n_played == ROUNDS + 1 - joined.get(s["no"], 1), s
-    csv = d.call("GET", d.t("/standings.csv"), headers={})
+    csv = d.call("GET", d.t("/standings.csv"), headers={}, params=link)
     assert len(csv.strip().splitlines()) == 42
 
     # finals: the top two of each block; block A's final is tied and read one more card
@@ -185,25 +187,25 @@ def tournament_day(d: Desk, server: Server) -> None:
             winners[b] = z
         else:
             winners[b] = a
-    pub = d.call("GET", d.t("/public"), headers={})
+    pub = d.call("GET", d.t("/public"), headers={}, params=link)
     for blk in pub["blocks"]:
         places = {s["no"]: s["final_place"] for s in blk["standings"]}
         assert places[winners[blk["name"]]] == 1
         assert sorted(p for p in places.values() if p) == [1, 2]
     assert not [f for f in d.view()["flags"] if f["level"] == "error"]
-    page = d.call("GET", f"/print/day/rounds/{ROUNDS + 1}", headers={})
+    page = d.call("GET", f"/print/day/rounds/{ROUNDS + 1}", headers={}, params=link)
     assert "決勝戦" in page and "Aブロック" in page
-    paper_and_qr(d, winners)
+    paper_and_qr(d, winners, link["view"])
     assert "Traceback" not in server.log()
 
 
-def paper_and_qr(d: Desk, winners: dict[str, int]) -> None:
-    """Issue 22: the day's paper (anyone may print it) and the projector's QR code for the
-    players' phones."""
+def paper_and_qr(d: Desk, winners: dict[str, int], key: str) -> None:
+    """Issue 22: the day's paper (the desk prints it) and the projector's QR code of the
+    public link for the players' phones."""
     v = d.view()
     names = {p["no"]: p["name"] for p in v["players"]}
     # a results slip per mat of round 1 (rule 17), with its players
-    slips = d.call("GET", "/print/day/slips/1", headers={})
+    slips = d.call("GET", "/print/day/slips/1")
     for r in (r for r in v["rounds"] if r["number"] == 1):
         for m in r["matches"]:
             assert f'data-mat="{m["mat"]}"' in slips
@@ -211,19 +213,22 @@ def paper_and_qr(d: Desk, winners: dict[str, int]) -> None:
     assert slips.count('class="slip"') == sum(
         len(r["matches"]) for r in v["rounds"] if r["number"] == 1)
     # name cards of the players still in; a mat label per mat of every block
-    cards = d.call("GET", "/print/day/names", headers={})
+    cards = d.call("GET", "/print/day/names")
     still = [p for p in v["players"] if p["withdrawn_round"] is None]
     assert cards.count('class="card"') == len(still) == 39
-    labels = d.call("GET", "/print/day/mats", headers={})
+    labels = d.call("GET", "/print/day/mats")
     assert labels.count('class="card"') == sum(len(b["all_mats"]) for b in v["blocks"])
     # certificates: each block's winner and runner-up
-    certs = d.call("GET", "/print/day/certificates", headers={})
+    certs = d.call("GET", "/print/day/certificates")
     assert certs.count('class="cert"') == 2 * len(v["blocks"])
     assert all(f"{names[no]} 殿" in certs for no in winners.values())
-    d.call("GET", "/print/day/nothing", headers={}, ok=404)
-    # the projector's QR: the public standings at the address phones use
+    d.call("GET", "/print/day/nothing", ok=404)
+    # the desk's own paper is not the public link's
+    for what in ("slips/1", "names", "mats", "certificates"):
+        d.call("GET", f"/print/day/{what}", headers={}, params={"view": key}, ok=401)
+    # the projector's QR: the public link's standings at the address phones use
     from api.routes.referees import qr_svg
     base = d.call("GET", "/api/channels/a/pin")["bases"][0]["base"]
-    qr = d.c.get("/api/tournaments/day/qr.svg")
+    qr = d.c.get("/api/tournaments/day/qr.svg", params={"view": key})
     assert qr.status_code == 200 and qr.headers["content-type"] == "image/svg+xml"
-    assert qr.content == qr_svg(f"{base}/standings/day")
+    assert qr.content == qr_svg(f"{base}/standings/day?view={key}")

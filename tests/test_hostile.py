@@ -136,24 +136,28 @@ def test_forwarded_headers_do_not_make_one_client_many(server):
                         json={"pin": "00000000", "name": "guess"},
                         headers={"X-Forwarded-For": f"10.0.{i}.1"})
         codes.append(r.status_code)
-    assert codes[:10] == [403] * 10 and codes[10:] == [429, 429]
+    # one client, whatever it claims: its second wrong PIN makes it wait
+    assert codes[:2] == [403] * 2 and set(codes[2:]) == {429}, codes
     assert len(pin_of(server, "side")) >= 6
 
 
 def test_guesses_from_many_addresses_lock_the_channel_and_a_new_pin_unlocks_it(server):
     side = pin_of(server, "side")
     codes = []
-    for n in range(2, 40):  # 38 clients, one guess each: under every per-client limit
+    for n in range(2, 21):  # 19 clients, two guesses each: under every per-client limit
         with httpx2.Client(transport=httpx2.HTTPTransport(local_address=f"127.0.0.{n}")) as c:
-            r = c.post(f"{server.base}/api/channels/side/referees",
-                       json={"pin": f"{n:08d}", "name": "guess"})
-            codes.append(r.status_code)
-    # each address's one guess is looked at (issue 25, item 11: a lock never refuses an
+            for k in range(2):
+                r = c.post(f"{server.base}/api/channels/side/referees",
+                           json={"pin": f"{n:06d}{k:02d}", "name": "guess"})
+                codes.append(r.status_code)
+    # each address's guesses are looked at (issue 25, item 11: a lock never refuses an
     # address that has not guessed wrong), and past 30 the channel is locked for them all
+    # (issue 47: for those that sent more than one)
     assert codes == [403] * 38, codes
     with httpx2.Client(transport=httpx2.HTTPTransport(local_address="127.0.0.2")) as c:
         r = c.post(f"{server.base}/api/channels/side/referees", json={"pin": side, "name": "ok"})
-        assert r.status_code == 429 and "too many wrong PINs" in r.json()["detail"]
+        assert r.status_code == 429 and r.json()["params"]["why"] == "pin_channel"
+        assert "many wrong PINs were sent here" in r.json()["detail"]
         # until the hour's wrong PINs are an hour old, less the few requests since (seconds
         # at most on a busy machine); a missing or zero Retry-After is the bug
         assert 3500 <= int(r.headers["retry-after"]) <= 3601

@@ -16,6 +16,9 @@ class Settings(Open):
     cards: int
     finalists: int = Field(2, description="2: a final between each block's top two; 1: no "
                                           "final, the first after the preliminaries wins")
+    publish_details: bool = Field(False, description=(
+        "the players' clubs (schools) and grades are shown to anyone but the desk: the "
+        "public view, the standings page and the printed pages (default off)"))
 
 
 class PresetAnswer(Open):
@@ -26,6 +29,10 @@ class PresetAnswer(Open):
     finalists: int
     method: str
     block_size: int | None
+
+
+class PrintPass(Open):
+    seconds: int = Field(description="how long this browser may open the desk's printed pages")
 
 
 class TournamentSummary(Open):
@@ -45,6 +52,9 @@ class DeskView(Open):
     version: int
     created_at: str
     settings: Settings
+    public_link: str | None = Field(None, description=(
+        "the key of the tournament's public link (/standings/{t}?view=KEY); null: none, only "
+        "the desk sees the tournament"))
     draw: dict[str, Any] = Field(description="seed and method of the blocks' draw")
     lottery_seed: int | None
     players: list[dict[str, Any]]

@@ -42,6 +42,9 @@ class TournamentPatch(Strict):
     rounds: int | None = Field(default=None, ge=1, le=20)
     cards: int | None = Field(default=None, ge=1, le=100)
     finalists: Literal[1, 2] | None = None
+    publish_details: bool | None = Field(
+        default=None, description="show the players' clubs (schools) and grades to anyone but "
+                                  "the desk: the public view and pages, the printed pages")
 
 
 class EntryIn(Strict):

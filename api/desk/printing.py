@@ -1,6 +1,8 @@
 """The desk's paper: a round's pairings (by mat, and every player's mat by name: rule 18's move)
 and the standings, as A4 pages in Japanese with large type, one block a page. Plain HTML and
-CSS printed from the browser; nothing fetched from outside."""
+CSS printed from the browser; nothing fetched from outside. Paper is pinned on walls and worn
+(名札): the players' clubs (schools) and grades are printed only where the organiser publishes
+them (`Settings.publish_details`), as in the public view."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from html import escape
 from desk.model import Player, Round, Tournament
 from desk.standings import final_places, outcomes, standings
 from desk.tournament import block_mats
-from desk.views import final_lottery_view, next_mats
+from desk.views import details_shown, final_lottery_view, next_mats
 
 COLOUR_JA = {"blue": "青", "pink": "桃", "yellow": "黄", "green": "緑", "orange": "橙"}
 OUTCOME_JA = {"win": "勝", "draw": "分", "loss": "負"}
@@ -87,6 +89,10 @@ def round_title(t: Tournament, r: Round) -> str:
     return "決勝戦" if r.final else f"第{r.number}試合"
 
 
+def _club(t: Tournament, p: Player | None) -> str:
+    return escape(p.club) if p is not None and details_shown(t, public=True) else ""
+
+
 def round_page(t: Tournament, number: int) -> str:
     sections = []
     for r in sorted((r for r in t.rounds if r.number == number), key=lambda r: r.block):
@@ -99,7 +105,7 @@ def round_page(t: Tournament, number: int) -> str:
                 score = ""
                 if m.result is not None:
                     score = f" <b>{m.result.cards[i]}枚 {OUTCOME_JA[res[no].value]}</b>"
-                cells.append(f'<td>{_name(p)} <span class="club">{escape(p.club if p else "")}'
+                cells.append(f'<td>{_name(p)} <span class="club">{_club(t, p)}'
                              f"</span>{score}</td>")
             if len(cells) == 3:
                 rest = f'{cells[1]}<td class="vs">対</td>{cells[2]}'
@@ -126,6 +132,11 @@ def round_page(t: Tournament, number: int) -> str:
 
 
 def standings_page(t: Tournament) -> str:
+    details = details_shown(t, public=True)
+
+    def club_cell(p: Player | None) -> str:
+        return f'<td class="club">{_club(t, p)}</td>' if details else ""
+
     sections = []
     for b in t.blocks:
         places = final_places(t, b.name)
@@ -137,7 +148,7 @@ def standings_page(t: Tournament) -> str:
             withdrawn = "（棄権）" if s.withdrawn else ""
             rows.append(
                 f'<tr><td class="num">{s.rank}</td><td>{_name(p)}{withdrawn}</td>'
-                f'<td class="club">{escape(p.club if p else "")}</td>'
+                f"{club_cell(p)}"
                 f'<td class="num">{s.wins}</td><td class="num">{s.draws}</td>'
                 f'<td class="num">{s.losses}</td><td class="num">{s.cards}</td>'
                 f'<td class="num">{s.lottery}{mark}</td><td class="place">{place}</td></tr>')
@@ -155,7 +166,8 @@ def standings_page(t: Tournament) -> str:
             f'<div class="sub">{escape(t.day)}　{escape(b.name)}ブロック　予選 {played} / '
             f"{t.settings.rounds} 試合　順位: 勝ち数、取り札数、抽選（シード {t.lottery_seed}）"
             "</div>"
-            '<table><thead><tr><th class="num">順位</th><th>名前</th><th>所属</th>'
+            '<table><thead><tr><th class="num">順位</th><th>名前</th>'
+            f'{"<th>所属</th>" if details else ""}'
             '<th class="num">勝</th><th class="num">分</th><th class="num">負</th>'
             '<th class="num">取り札</th><th class="num">抽選</th>'
             f'<th>{"決勝" if t.settings.finalists == 2 else "入賞"}</th></tr></thead>'
@@ -196,11 +208,12 @@ def slips_page(t: Tournament, number: int) -> str:
 
 def names_page(t: Tournament) -> str:
     """名札: a card per player still in (eight an A4 page): the name large, its reading, the
-    club, the entry number and the block."""
+    entry number and the block; the club and the grade where the organiser publishes them."""
+    details = details_shown(t, public=True)
     cards = [
         f'<div class="card" data-no="{p.no}"><div class="kana">{escape(p.furigana)}</div>'
-        f'<div class="big">{escape(p.name)}</div><div class="club">{escape(p.club)}'
-        f"{'　' + escape(p.grade) + '年' if p.grade else ''}</div>"
+        f'<div class="big">{escape(p.name)}</div><div class="club">{_club(t, p)}'
+        f"{'　' + escape(p.grade) + '年' if p.grade and details else ''}</div>"
         f'<div class="sub">{p.no} 番{"　" + escape(p.block) + "ブロック" if p.block else ""}'
         "</div></div>"
         for p in t.players if p.withdrawn_round is None]

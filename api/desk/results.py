@@ -7,6 +7,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from api.deps import Op, Who
+from api.desk.access import reader
 from api.desk.answers import (
     MatResult,
 )
@@ -111,7 +112,8 @@ def _standings_csv(t: Tournament) -> bytes:
     rows: list[list[object]] = []
     for b in v["blocks"]:
         for s in b["standings"]:
-            rows.append([b["name"], s["rank"], s["no"], s["name"], s["furigana"], s["club"],
+            rows.append([b["name"], s["rank"], s["no"], s["name"], s["furigana"],
+                         s.get("club", ""),
                          s["played"], s["wins"], s["draws"], s["losses"], s["cards"],
                          s["lottery"], int(s["by_lottery"]), int(s["withdrawn"]),
                          s["final_place"]])
@@ -120,8 +122,9 @@ def _standings_csv(t: Tournament) -> bytes:
                       "final_place"], rows).encode()
 
 
-@router.get("/{tid}/standings.csv", summary="The standings as CSV", response_class=Response,
-            responses={**ERRORS, **CSV_ANSWER})
+@router.get("/{tid}/standings.csv", summary="The standings as CSV (the desk, or ?view=KEY)",
+            response_class=Response, responses={**ERRORS, **CSV_ANSWER})
 async def standings_csv(tid: str, request: Request) -> Response:
+    reader(request, tid)
     body = await desk_of(request).views.made(tid, "standings.csv", _standings_csv)
     return csv_answer(body, f"{tid}-standings.csv")

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from api.deps import Op, Who
+from api.desk.access import reader
 from api.desk.answers import (
     DeskView,
     RoundClosed,
@@ -40,7 +41,8 @@ from desk.entries import write_csv
 from desk.errors import Conflict, NotFound
 from desk.model import Tournament
 from desk.standings import outcomes
-from desk.views import round_view
+from desk.views import details_shown, round_view
+from hall.auth import Role
 from hall.deskstore import now_iso
 from hall.deskviews import json_bytes
 
@@ -98,7 +100,8 @@ def _round_csv(t: Tournament, number: int) -> bytes:
             for seat, no in enumerate(m.players):
                 p = t.player(no)
                 rows.append([r.block, m.mat, r.colour, seat + 1, no, p.name if p else "",
-                             p.furigana if p else "", p.club if p else "",
+                             p.furigana if p else "",
+                             p.club if p and details_shown(t, public=True) else "",
                              m.result.cards[seat] if m.result else None,
                              res[no].value if no in res else None])
     return write_csv(["block", "mat", "colour", "seat", "no", "name", "furigana", "club",
@@ -106,23 +109,28 @@ def _round_csv(t: Tournament, number: int) -> bytes:
 
 
 # the public files and pages below are built once per version of the tournament, off the
-# event loop when it is large (hall/deskviews.py): anyone may ask for them, as often as they
-# like
-@router.get("/{tid}/rounds/{number}.csv", summary="A round's pairings and results as CSV",
-            response_class=Response, responses={**ERRORS, **CSV_ANSWER})
+# event loop when it is large (hall/deskviews.py): the desk and the holders of the public link
+# (api.desk.access) may ask for them as often as they like; clubs only where published
+@router.get("/{tid}/rounds/{number}.csv", summary="A round's pairings and results as CSV "
+            "(the desk, or ?view=KEY)", response_class=Response,
+            responses={**ERRORS, **CSV_ANSWER})
 async def round_csv(tid: str, number: int, request: Request) -> Response:
     d = desk_of(request)
-    paired(d.get(tid), number)
+    t, _ = reader(request, tid)
+    paired(t, number)
     body = await d.views.made(tid, f"rounds/{number}.csv", partial(_round_csv, number=number))
     return csv_answer(body, f"{tid}-round{number}.csv")
 
 
-@router.get("/{tid}/rounds/{number}", summary="A round of every block (anyone)",
+@router.get("/{tid}/rounds/{number}",
+            summary="A round of every block (the desk, a referee, or ?view=KEY)",
             response_class=Response,
             responses={**ERRORS, **view_answer(list[RoundView], polled=False)})
 async def get_round(tid: str, number: int, request: Request, p: Who) -> Response:
     d = desk_of(request)
-    paired(d.get(tid), number)
+    # a referee or an operator is at the hall; anyone else needs the public link
+    t = reader(request, tid)[0] if p.role is Role.VIEWER else d.get(tid)
+    paired(t, number)
     public = not p.admin  # (an organisation's operator sees what the public sees)
 
     def build(t: Tournament) -> bytes:

@@ -4,16 +4,19 @@
 from __future__ import annotations
 
 import json
+import secrets
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from api.deps import Op
+from api.desk.access import PRINT_AGE_S, give_print_pass, reader
 from api.desk.answers import (
     Deleted,
     DeskView,
     PresetAnswer,
+    PrintPass,
     PublicView,
     ResultChange,
     TournamentDocument,
@@ -43,11 +46,22 @@ from desk.views import history_view
 router = APIRouter(prefix=PREFIX, tags=["tournaments"])
 
 
-@router.get("", summary="The tournaments (anyone)",
+@router.get("", summary="The tournaments (the desk's: an association's server lists every "
+            "school's)", responses=ERRORS,
             response_model=list[TournamentSummary], response_model_exclude_unset=True)
-async def list_tournaments(request: Request) -> list[TournamentSummary]:
+async def list_tournaments(request: Request, _p: Op) -> list[TournamentSummary]:
     return [TournamentSummary(id=t.id, name=t.name, day=t.day, players=len(t.players),
                               version=t.version) for t in desk_of(request).tournaments()]
+
+
+@router.post("/print-pass", summary="The desk's pass for its printed pages (a cookie)",
+             responses=ERRORS, response_model=PrintPass)
+async def print_pass(request: Request, response: Response, _p: Op) -> PrintPass:
+    """A printed page opens in a tab of its own, which cannot send the operator's token: this
+    sets a cookie (HttpOnly, SameSite=Strict, path /print/) that lets this browser open the
+    desk's printed pages for the next `seconds`."""
+    give_print_pass(request, response)
+    return PrintPass(seconds=PRINT_AGE_S)
 
 
 @router.post("", summary="Create a tournament", responses=ERRORS,
@@ -107,10 +121,29 @@ async def get_tournament(tid: str, request: Request, _p: Op,
 async def patch_tournament(tid: str, body: TournamentPatch, request: Request, _p: Op
                            ) -> DeskView:
     d = desk_of(request)
-    t = await d.change(tid, lambda t: ops.change_settings(t, name=body.name, day=body.day,
-                                                         rounds=body.rounds, cards=body.cards,
-                                                         finalists=body.finalists))
+    t = await d.change(tid, lambda t: ops.change_settings(
+        t, name=body.name, day=body.day, rounds=body.rounds, cards=body.cards,
+        finalists=body.finalists, publish_details=body.publish_details))
     return desk_answer(d, t)
+
+
+@router.post("/{tid}/public-link", summary="Make a new public link (the old one stops working)",
+             responses=ERRORS, response_model=DeskView, response_model_exclude_unset=True)
+async def make_public_link(tid: str, request: Request, _p: Op) -> DeskView:
+    """The tournament's public link, for players and parents: its standings page
+    (`/standings/{t}?view=KEY`), the public view and the printed pairings and standings. A new
+    key each time: whoever holds an old link sees nothing more. The answer's `public_link`."""
+    d = desk_of(request)
+    key = secrets.token_urlsafe(24)
+    return desk_answer(d, await d.change(tid, lambda t: ops.public_link(t, key)))
+
+
+@router.delete("/{tid}/public-link", summary="Revoke the public link", responses=ERRORS,
+               response_model=DeskView, response_model_exclude_unset=True)
+async def revoke_public_link(tid: str, request: Request, _p: Op) -> DeskView:
+    """Only the desk sees the tournament from now on: the link's pages get 404 no_such_link."""
+    d = desk_of(request)
+    return desk_answer(d, await d.change(tid, lambda t: ops.public_link(t, None)))
 
 
 @router.delete("/{tid}", summary="Delete a tournament (export it first)", responses=ERRORS,
@@ -120,12 +153,19 @@ async def delete_tournament(tid: str, request: Request, _p: Op) -> Deleted:
     return Deleted(deleted=tid)
 
 
-@router.get("/{tid}/public", summary="Standings, current pairings and next mats (anyone)",
+@router.get("/{tid}/public", summary="Standings, current pairings and next mats (the desk, or "
+            "the public link's holder: ?view=KEY)",
             response_class=Response, responses={**ERRORS, **view_answer(PublicView)})
 async def public(tid: str, request: Request,
                  after: Annotated[int | None, Query(ge=-1, description=(
-                     "wait until the version is past this (long poll)"))] = None
+                     "wait until the version is past this (long poll)"))] = None,
+                 view: Annotated[str | None, Query(max_length=64, description=(
+                     "the key of the tournament's public link"))] = None
                  ) -> Response:
+    """Clubs (schools) and grades only where the tournament publishes them
+    (`publish_details`). 401 link_needed without the desk's token or a link; 404
+    no_such_link for a link that is not (or no longer) the tournament's."""
+    reader(request, tid)
     d = desk_of(request)
     if after is None:
         return json_answer(await d.view_json(tid, "public"))

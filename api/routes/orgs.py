@@ -20,10 +20,11 @@ from api.roommodels import (
     RedeemAnswer,
     RedeemRequest,
 )
-from api.routes.referees import join_bases
-from hall.auth import RateLimited, fingerprint, pin_suspect
+from api.routes.referees import join_bases, pin_refused
+from hall.auth import fingerprint
 from hall.errors import RoomRefused
 from hall.orgs import Orgs
+from hall.pinlock import RateLimited, pin_suspect
 from hall.roomstore import Org
 
 log = logging.getLogger("yomite.api")
@@ -136,20 +137,18 @@ async def redeem(body: RedeemRequest, request: Request) -> RedeemAnswer:
     and all codes together (429 too_many_codes)."""
     auth = auth_of(request)
     client = request.client.host if request.client else "?"
-    suspect = pin_suspect(client)
+    guesser = pin_suspect(client)
     try:
-        auth.check_pin_rate(f"{INVITES}/{client}", channel=INVITES, suspect=suspect)
+        auth.pins.check(INVITES, guesser)
     except RateLimited as e:
-        raise ApiError(429, "too_many_codes", f"too many invite codes tried; try again in "
-                       f"{e.retry_after_s:.0f} s", "wait, then enter the code again",
-                       headers={"Retry-After": str(int(e.retry_after_s) + 1)}) from None
+        raise pin_refused(e, "code") from None
     orgs = orgs_of(request)
     try:
         org, op, token = await orgs.redeem(body.code, body.name)
     except OSError as e:
         raise cannot_keep(e) from None
     except RoomRefused:
-        auth.pin_failed(INVITES, suspect=suspect)
+        auth.pins.failed(INVITES, guesser)
         raise
     log.info("operator %s (%r) joined organisation %s, token %s…", op.id, op.name, org.id,
              fingerprint(token))

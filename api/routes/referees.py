@@ -15,9 +15,10 @@ from api.answers import RemovedReferee
 from api.deps import Ch, Op, auth_of
 from api.errors import ApiError
 from api.models import ERRORS, JoinAnswer, JoinBase, JoinRequest, PinAnswer
-from hall.auth import RateLimited, TooManyReferees, fingerprint, pin_matches, pin_suspect
+from hall.auth import TooManyReferees, fingerprint
 from hall.channel import ChannelService
 from hall.config import Config
+from hall.pinlock import RateLimited, pin_matches, pin_suspect
 
 log = logging.getLogger("yomite.api")
 
@@ -25,19 +26,25 @@ router = APIRouter(tags=["referees"], responses=ERRORS)
 
 
 @router.post("/api/channels/{ch}/referees", response_model=JoinAnswer)
-async def join(svc: Ch, body: JoinRequest, request: Request) -> JoinAnswer:
+async def join(svc: Ch, body: JoinRequest, request: Request, response: Response
+               ) -> JoinAnswer:
     """Join the channel as a referee with its PIN and a name (e.g. "mat 3"): the answer's
-    token is the referee's identity (it raises and lowers only its own hand)."""
+    token is the referee's identity (it raises and lowers only its own hand). Wrong PINs are
+    limited per phone (its pass, a cookie this answer sets) or network (an address, an IPv6
+    one by its /64), and all together per channel: 429 with Retry-After (hall.pinlock)."""
     auth = auth_of(request)
     client = request.client.host if request.client else "?"
-    suspect = pin_suspect(client)
+    # a phone that joined with this PIN before is its own guesser (its pass, a cookie):
+    # others' guesses from its network never lock it out
+    pins = auth.pins
+    guesser = (pins.pass_holder(svc.name, svc.pin, request.cookies.get(PASS_COOKIE))
+               or pin_suspect(client))
     try:
-        auth.check_pin_rate(f"{svc.name}/{client}", channel=svc.name, suspect=suspect)
+        pins.check(svc.name, guesser)
     except RateLimited as e:
-        raise ApiError(429, "rate_limited", str(e), "wait, then enter the PIN again",
-                       headers={"Retry-After": str(int(e.retry_after_s) + 1)}) from None
+        raise pin_refused(e) from None
     if not pin_matches(body.pin, svc.pin):
-        auth.pin_failed(svc.name, suspect=suspect)
+        pins.failed(svc.name, guesser)
         raise ApiError(403, "wrong_pin", "that PIN is not this channel's",
                        "read the PIN on the operator's console")
     try:
@@ -51,7 +58,36 @@ async def join(svc: Ch, body: JoinRequest, request: Request) -> JoinAnswer:
     log.info("referee %s (%r) joined channel %s, token %s…", ref.id, ref.name, svc.name,
              fingerprint(token))
     svc.broadcast()
+    response.set_cookie(PASS_COOKIE, pins.pin_pass(svc.name, svc.pin), max_age=PASS_AGE_S,
+                        path=f"/api/channels/{svc.name}/referees", httponly=True,
+                        samesite="strict", secure=request.url.scheme == "https")
     return JoinAnswer(referee=ref.id, name=ref.name, channel=svc.name, token=token)
+
+
+PASS_COOKIE = "yomite_pin_pass"
+PASS_AGE_S = 7 * 86400  # as long as a PIN usually lives (a new PIN ends it anyway)
+
+
+def pin_refused(e: RateLimited, what: str = "PIN") -> ApiError:
+    """429 for a PIN (or an invite code: `what`) tried too often: why and how long to wait,
+    and in the page's own words (`params`: the seconds, and `why`: pin_ or code_ + own,
+    channel or attempts)."""
+    n = e.retry_after
+    detail, hint = {
+        "own": (f"wrong {what}s were sent from this phone or network; try again in {n} s",
+                f"wait {n} s, then enter the {what} again carefully (each further wrong "
+                f"{what} doubles the wait)"),
+        "channel": (f"many wrong {what}s were sent here, more than one of them from this "
+                    f"phone or network; joining is locked for it for {n} s",
+                    f"wait {n} s, or ask the operator for a new PIN; a phone that joined "
+                    "with this PIN before is let in" if what == "PIN"
+                    else f"wait {n} s, or ask your association's admin"),
+    }.get(e.code, (f"too many {what}s tried from this phone or network in a minute; try "
+                   f"again in {n} s", f"wait {n} s, then enter the {what} again"))
+    pin = what == "PIN"
+    return ApiError(429, "rate_limited" if pin else "too_many_codes", detail, hint,
+                    headers={"Retry-After": str(n)},
+                    params={"seconds": n, "why": f"{'pin' if pin else 'code'}_{e.code}"})
 
 
 @router.delete("/api/channels/{ch}/referees/{referee}", response_model=RemovedReferee,

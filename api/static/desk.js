@@ -39,6 +39,7 @@
     }
     token = tok;
     Y.operator.keep(tok);
+    printPass();
     $("token-box").hidden = true;
     $("app").hidden = false;
     Y.showConnection($("conn"), "online");
@@ -195,7 +196,7 @@
     if (!view) return;
     $("t-title").textContent = `${view.name}${view.day ? "　" + view.day : ""}`;
     const pub = $("public-link");
-    pub.href = `/standings/${encodeURIComponent(view.id)}`;
+    pub.href = publicPath();
     pub.hidden = false;
     renderTabs();
     renderPlayers();
@@ -776,7 +777,56 @@
     setTimeout(() => URL.revokeObjectURL(url), 10000);
   }
 
+  // the printed pages open in a tab of their own, which cannot send the token: the server
+  // gives this browser a pass for them (a cookie, path /print/), renewed every hour
+  let passAt = 0;
+  function printPass() {
+    if (!token || Date.now() - passAt < 3600e3) return;
+    passAt = Date.now();
+    Y.api("POST", "/api/tournaments/print-pass", { token }).catch(() => { passAt = 0; });
+  }
+
+  // the standings page: through the public link where there is one (players and parents),
+  // else the desk's own (this browser's token)
+  function publicPath() {
+    const id = encodeURIComponent(view.id);
+    return view.public_link ? `/standings/${id}?view=${encodeURIComponent(view.public_link)}`
+      : `/standings/${id}`;
+  }
+
+  function renderPublishing() {
+    const a = $("public-url");
+    a.hidden = !view.public_link;
+    $("no-public-url").hidden = Boolean(view.public_link);
+    if (view.public_link) {
+      a.href = publicPath();
+      a.textContent = location.origin + publicPath();
+    }
+    $("make-public-link").textContent = t(view.public_link ? "new_public_link" : "make_public_link");
+    $("revoke-public-link").hidden = !view.public_link;
+    $("publish-details").checked = Boolean(view.settings.publish_details);
+  }
+
+  $("make-public-link").addEventListener("click", act(async () => {
+    refreshWith(await call("POST", tp("/public-link")));
+  }));
+  $("revoke-public-link").addEventListener("click", act(async () => {
+    refreshWith(await call("DELETE", tp("/public-link")));
+  }));
+  $("publish-details").addEventListener("change", act(async () => {
+    refreshWith(await call("PATCH", tp(), { publish_details: $("publish-details").checked }));
+  }));
+
+  // a file the desk downloads with its token
+  function fileLink(path, name, text) {
+    const a = el("a", { href: path }, text);
+    a.addEventListener("click", (e) => { e.preventDefault(); download(path, name); });
+    return a;
+  }
+
   function renderFiles() {
+    printPass();
+    renderPublishing();
     const id = encodeURIComponent(view.id);
     const n = latestRound();
     const links = [];
@@ -784,7 +834,7 @@
       const fin = isFinal(n);
       links.push(el("a", { href: `/print/${id}/rounds/${n}`, target: "_blank" },
         fin ? t("print_final") : t("print_round", { n })));
-      links.push(el("a", { href: tp(`/rounds/${n}.csv`) }, fin ? t("csv_final") : t("csv_round", { n })));
+      links.push(fileLink(tp(`/rounds/${n}.csv`), `${view.id}-round${n}.csv`, fin ? t("csv_final") : t("csv_round", { n })));
       links.push(el("a", { href: `/print/${id}/slips/${n}`, target: "_blank" },
         fin ? t("print_slips_final") : t("print_slips", { n })));
     }
@@ -794,12 +844,12 @@
       links.push(el("a", { href: `/print/${id}/certificates`, target: "_blank" }, t("print_certificates")));
     }
     links.push(el("a", { href: `/print/${id}/standings`, target: "_blank" }, t("print_standings")));
-    links.push(el("a", { href: tp("/standings.csv") }, t("csv_standings")));
+    links.push(fileLink(tp("/standings.csv"), `${view.id}-standings.csv`, t("csv_standings")));
     const players = el("a", { href: "#" }, t("csv_players"));
     players.addEventListener("click", (e) => { e.preventDefault(); download(tp("/players.csv"), `${view.id}-players.csv`); });
     const exp = el("a", { href: "#", id: "export-link" }, t("export_json"));
     exp.addEventListener("click", (e) => { e.preventDefault(); download(tp("/export"), `${view.id}.json`); });
-    links.push(players, exp, el("a", { href: `/standings/${id}`, target: "_blank" }, t("public_page")));
+    links.push(players, exp, el("a", { href: publicPath(), target: "_blank" }, t("public_page")));
     $("files").replaceChildren(...links.map((a) => el("li", {}, a)));
     if (tab === "files") {
       Y.api("GET", tp("/history"), { token }).then((h) => {

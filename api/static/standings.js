@@ -1,4 +1,6 @@
-/* The public standings for the projector and the players' phones (no login): each block's
+/* The public standings for the projector and the players' phones, through the tournament's
+   public link (`?view=KEY`, made at the desk; no login) or in the desk's own browser (its
+   token): each block's
    order by the rules (wins, cards, lottery), the round being read, and where everyone plays
    next (rule 18's move). It waits on the server for the next change (a long poll), so results
    show within a moment.
@@ -17,18 +19,22 @@
   const $ = (id) => document.getElementById(id);
   const params = new URLSearchParams(location.search);
   const pageS = params.has("page_s") ? Math.max(0, Number(params.get("page_s")) || 0) : 10;
+  const key = params.get("view") || "";
+  const viewQ = key ? `&view=${encodeURIComponent(key)}` : "";
+  // without a link: the desk's browser, with its token (anyone else is told to ask for one)
+  const token = key ? null : Y.operator.token();
   const projector = matchMedia("(min-width: 640px) and (min-height: 440px)");
   let view = null;
   let pager = null;
 
   const roundName = (final, n) => (final ? t("final") : t("round_n", { n }));
 
-  // on the projector, a QR code of this page for the players' phones (no login)
+  // on the projector, a QR code of this page's public link for the players' phones
   function showPhoneQr() {
     const a = $("phone-qr");
-    a.hidden = !projector.matches;
+    a.hidden = !projector.matches || !key;
     if (a.hidden || a.dataset.ready) return;
-    a.querySelector("img").src = `/api/tournaments/${encodeURIComponent(tid)}/qr.svg`;
+    a.querySelector("img").src = `/api/tournaments/${encodeURIComponent(tid)}/qr.svg?view=${encodeURIComponent(key)}`;
     a.dataset.ready = "1";
   }
 
@@ -158,13 +164,14 @@
     for (;;) {
       try {
         const after = view ? view.version : -1;
-        const v = await Y.api("GET", `/api/tournaments/${encodeURIComponent(tid)}/public?after=${after}`);
+        const v = await Y.api("GET", `/api/tournaments/${encodeURIComponent(tid)}/public?after=${after}${viewQ}`,
+          { token });
         Y.showConnection($("conn"), "online");
         view = v;
         render();
       } catch (e) {
         Y.showConnection($("conn"), "reconnecting");
-        if (e.status === 404) { Y.showError(e); return; }
+        if (e.status === 404 || e.status === 401) { Y.showError(e); return; }
         await new Promise((r) => setTimeout(r, 2000));
       }
     }

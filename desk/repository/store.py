@@ -52,6 +52,7 @@ from ..tournament import (
     Change,
     PlayerChanged,
     PlayersAdded,
+    PublicLinkChanged,
     ReadingChanged,
     RefereeChanged,
     ResultRecorded,
@@ -177,7 +178,8 @@ class Repository:
                     Match(m.mat, tuple(m.players), res))
             return Tournament(
                 id=t.id, name=t.name, day=t.day,
-                settings=Settings(rounds=t.rounds, cards=t.cards, finalists=t.finalists),
+                settings=Settings(rounds=t.rounds, cards=t.cards, finalists=t.finalists,
+                                  publish_details=bool(t.publish_details)),
                 created_at=t.created_at, draw_seed=t.draw_seed,
                 draw_method=Method(t.draw_method) if t.draw_method else None,
                 lottery_seed=t.lottery_seed, pairing_seed=t.pairing_seed,
@@ -203,7 +205,7 @@ class Repository:
                                            result_from_dict(c.after), c.by, c.at,
                                            bool(c.confirmed))
                               for c in changes),
-                version=t.version,
+                version=t.version, public_link=t.public_link,
             )
 
     # ------------------------------------------------------------ writing
@@ -223,7 +225,9 @@ class Repository:
                                 draw_seed=t.draw_seed,
                                 draw_method=t.draw_method.value if t.draw_method else None,
                                 lottery_seed=t.lottery_seed, pairing_seed=t.pairing_seed,
-                                version=t.version))
+                                version=t.version,
+                                publish_details=t.settings.publish_details,
+                                public_link=t.public_link))
             try:
                 s.flush()
             except IntegrityError as e:  # made by another process since the look above
@@ -327,6 +331,9 @@ class Repository:
             case SettingsChanged(settings=st, name=name, day=day):
                 s.execute(update(TournamentRow).where(TournamentRow.id == tid)
                           .values(rounds=st.rounds, cards=st.cards, finalists=st.finalists,
-                                  name=name, day=day))
+                                  publish_details=st.publish_details, name=name, day=day))
+            case PublicLinkChanged(link=link):
+                s.execute(update(TournamentRow).where(TournamentRow.id == tid)
+                          .values(public_link=link))
             case _:
                 assert_never(change)

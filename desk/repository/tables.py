@@ -45,6 +45,9 @@ class TournamentRow(Base):
     lottery_seed: Mapped[int] = mapped_column(BigInteger)
     pairing_seed: Mapped[int] = mapped_column(BigInteger)
     version: Mapped[int] = mapped_column(Integer)
+    publish_details: Mapped[bool] = mapped_column(Boolean, default=False,
+                                                  server_default=false())
+    public_link: Mapped[str | None] = mapped_column(String(64))  # null: none
 
 
 class PlayerRow(Base):

@@ -15,6 +15,7 @@ from .changes import (
     Change,
     PlayerChanged,
     PlayersAdded,
+    PublicLinkChanged,
     ReadingChanged,
     RefereeChanged,
     ResultRecorded,
@@ -25,7 +26,7 @@ from .changes import (
     apply,
 )
 from .draw import change_block, draw_blocks
-from .players import add_players, change_settings, edit_player, withdraw
+from .players import add_players, change_settings, edit_player, public_link, withdraw
 from .referees import assign_referee, mats_of
 from .results import confirm_by_players, confirm_round, record_result, walkover
 from .rounds import (
@@ -43,10 +44,10 @@ from .rounds import (
 
 __all__ = [
     "MAX_MAT", "STALE", "BlockChanged", "BlocksDrawn", "Change", "PlayerChanged",
-    "PlayersAdded", "ReadingChanged", "RefereeChanged", "ResultRecorded", "RoundConfirmed",
-    "RoundPaired", "RoundRemoved", "SettingsChanged", "add_players", "apply", "assign_referee",
-    "block_mats", "change_block", "change_settings", "confirm_by_players", "confirm_reading",
-    "confirm_round", "draw_blocks", "edit_player", "extra_card", "free_mats", "locate",
-    "mats_of", "mix", "pair_again", "pair_final", "pair_next", "record_result", "start_reading",
-    "unpair", "walkover", "withdraw",
+    "PlayersAdded", "PublicLinkChanged", "ReadingChanged", "RefereeChanged", "ResultRecorded",
+    "RoundConfirmed", "RoundPaired", "RoundRemoved", "SettingsChanged", "add_players", "apply",
+    "assign_referee", "block_mats", "change_block", "change_settings", "confirm_by_players",
+    "confirm_reading", "confirm_round", "draw_blocks", "edit_player", "extra_card", "free_mats",
+    "locate", "mats_of", "mix", "pair_again", "pair_final", "pair_next", "public_link",
+    "record_result", "start_reading", "unpair", "walkover", "withdraw",
 ]

@@ -91,8 +91,14 @@ class SettingsChanged:
     day: str
 
 
+@dataclass(frozen=True, slots=True)
+class PublicLinkChanged:
+    link: str | None  # None: revoked
+
+
 Change = (PlayersAdded | PlayerChanged | BlocksDrawn | BlockChanged | RoundPaired | RoundRemoved
-          | ReadingChanged | ResultRecorded | RoundConfirmed | RefereeChanged | SettingsChanged)
+          | ReadingChanged | ResultRecorded | RoundConfirmed | RefereeChanged | SettingsChanged
+          | PublicLinkChanged)
 
 
 def apply(t: Tournament, change: Change) -> Tournament:
@@ -134,5 +140,7 @@ def apply(t: Tournament, change: Change) -> Tournament:
             return replace(t, referees=tuple(kept))
         case SettingsChanged(settings=s, name=name, day=day):
             return replace(t, settings=s, name=name, day=day)
+        case PublicLinkChanged(link=link):
+            return replace(t, public_link=link)
         case _:
             assert_never(change)

@@ -1,4 +1,4 @@
-"""The tournament's settings and its players: add, edit, withdraw."""
+"""The tournament's settings, its public link and its players: add, edit, withdraw."""
 
 from __future__ import annotations
 
@@ -9,16 +9,20 @@ from ..checks import started
 from ..entries import Entry
 from ..errors import Conflict, Invalid, NotFound
 from ..model import (
+    PUBLIC_LINK,
     Player,
     Tournament,
 )
-from .changes import PlayerChanged, PlayersAdded, SettingsChanged
+from .changes import PlayerChanged, PlayersAdded, PublicLinkChanged, SettingsChanged
 
 
 def change_settings(t: Tournament, *, name: str | None = None, day: str | None = None,
                     rounds: int | None = None, cards: int | None = None,
-                    finalists: int | None = None) -> SettingsChanged:
+                    finalists: int | None = None,
+                    publish_details: bool | None = None) -> SettingsChanged:
     s = t.settings
+    if publish_details is not None:
+        s = replace(s, publish_details=publish_details)
     if finalists is not None and finalists != s.finalists:
         if finalists not in (1, 2):
             raise Invalid("finalists: 2 (a final between the top two) or 1 (no final)", "")
@@ -39,6 +43,14 @@ def change_settings(t: Tournament, *, name: str | None = None, day: str | None =
                            "", params={"why": "cards_fixed"})
         s = replace(s, cards=cards)
     return SettingsChanged(s, t.name if name is None else name, t.day if day is None else day)
+
+
+def public_link(t: Tournament, key: str | None) -> PublicLinkChanged:
+    """A new public link (`key`, made by the caller: nothing here draws randomness), in place
+    of the old one; None revokes it: whoever holds the old link sees nothing more."""
+    if key is not None and not PUBLIC_LINK.fullmatch(key):
+        raise Invalid("a public link's key is 16-64 letters, digits, - or _", "")
+    return PublicLinkChanged(key)
 
 
 def _first_open_round(t: Tournament, block: str | None) -> int:
