@@ -50,7 +50,7 @@ async def join(svc: Ch, body: JoinRequest, request: Request) -> JoinAnswer:
                        "free disk space or make the journal folder writable") from None
     log.info("referee %s (%r) joined channel %s, token %s…", ref.id, ref.name, svc.name,
              fingerprint(token))
-    svc.broadcast()
+    svc.presence.changed()
     return JoinAnswer(referee=ref.id, name=ref.name, channel=svc.name, token=token)
 
 
@@ -79,7 +79,8 @@ async def pin(svc: Ch, _p: Op, request: Request) -> PinAnswer:
     return PinAnswer(pin=svc.pin, join_url=join_url(found[0].base, svc),
                      bases=[JoinBase.model_validate({**c.to_dict(),
                                                      "join_url": join_url(c.base, svc)})
-                            for c in found])
+                            for c in found],
+                     projector_key=svc.view_links.projector_key if svc.view_links else None)
 
 
 @router.post("/api/channels/{ch}/pin", response_model=PinAnswer)
