@@ -18,8 +18,9 @@ from fastapi_offline import FastAPIOffline
 
 from api.deps import peers_of
 from api.desk import routes as tournaments
+from api.doors import Doors, hall_own
 from api.errors import ApiError, install_handlers
-from api.guards import BodyLimit, HostCheck, PeerCors, SecurityHeaders
+from api.guards import AnonymousRate, BodyLimit, HostCheck, PeerCors, SecurityHeaders
 from api.routes import (
     clips,
     health,
@@ -134,12 +135,14 @@ def create_app(
     listen: tuple[str, int] | None = None,
     cluster: Callable[[Hall], AbstractAsyncContextManager[Any]] | None = None,
     clock: Clock | None = None,
+    doors: Doors | None = None,
 ) -> FastAPI:
     """`listen`: the host and port the server is bound to (the join links' port); default
     the config's. `cluster`: this process is one of a cluster's (cluster.service.joined): the
     hall starts no channel itself, the cluster starts those whose lease it takes. `clock`:
     what the rooms' idle time and the PIN waits are measured by (monotonic seconds; a test moves a
-    `reader.clock.ManualClock` by hand)."""
+    `reader.clock.ManualClock` by hand). `doors`: the server's door (api.serverglue), told
+    which tokens are the hall's own."""
     sec, refs = config.server.security, config.server.referees
     auth = Auth(operator_token or sec.operator_token, sec.pin_attempts_per_minute,
                 store=config.journal_dir / "referees.jsonl",
@@ -148,6 +151,9 @@ def create_app(
                 pin_failures_per_channel_hour=sec.pin_failures_per_channel_hour,
                 keep_across_days=refs.keep_across_days,
                 clock=clock.now if clock is not None else time.monotonic)
+    own = hall_own(auth)
+    if doors is not None:
+        doors.hall_own = own
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -246,6 +252,7 @@ def create_app(
                          openapi_tags=TAGS, redoc_url=None)
     app.state.auth = auth
     app.state.config = config
+    app.state.doors = doors
     app.state.recording = RecordingPack(config.voice.recording_pack, config.match)
     app.state.listen = listen or (config.server.host, config.server.port)
     install_handlers(app)
@@ -265,5 +272,7 @@ def create_app(
     app.add_middleware(BodyLimit, max_bytes=config.server.limits.body_bytes,
                        larger={"/api/recording/slots/": MAX_UPLOAD_BYTES + 1,
                                tournaments.UPLOADS: config.desk.max_upload_kb * 1024 + 1})
+    # anonymous GETs rate-limited per address before any route does their work
+    app.add_middleware(AnonymousRate, config=config, hall_own=own)
     app.add_middleware(HostCheck, config=config)
     return app

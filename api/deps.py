@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request, WebSocket
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from api.doors import token_in
 from api.errors import ApiError
 from cluster.peers import Peers
 from hall.auth import Auth, Principal, Role
@@ -27,10 +28,9 @@ from hall.wire import to_wire
 
 
 def token_of(request: Request | WebSocket) -> str | None:
-    auth = request.headers.get("authorization", "")
-    if auth.lower().startswith("bearer "):
-        return auth[7:].strip() or None
-    return request.headers.get("x-yomite-token") or request.query_params.get("token") or None
+    # the door reads a request's token by the same rule before a route sees it (api.doors)
+    return token_in(request.headers.get("authorization"), request.headers.get("x-yomite-token"),
+                    request.query_params.get("token"))
 
 
 def peers_of(app: Any) -> Peers | None:

@@ -9,6 +9,10 @@ are in the server's protocols: api/serverglue.py, api/doors.py).
   resolves to the hall's address would otherwise reach the API with the victim's browser):
   an IP address (a browser sends one only to a page loaded from that address), `localhost`,
   this machine's names, `server.public_url`'s host, or `server.security.allowed_hosts`.
+- A client without a token of the hall's own may send `server.limits.anonymous_requests_per_s`
+  GETs (and WebSocket handshakes) a second from one address (an IPv6 /64: several times as
+  many), with bursts: past them 429 with Retry-After. A hold carries a referee's token, and
+  is never counted.
 - Pages get a strict Content-Security-Policy (scripts, styles and connections only from the
   server itself, no framing: a 止める button cannot be clickjacked), and every response
   `nosniff` and `no-referrer` (a join link carries the PIN).
@@ -18,12 +22,15 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import re
 import socket
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from api.doors import address_of, credentials, exempt_addresses, group_of, is_net
 from cluster.peers import origin_of
 from hall.config import Config
 
@@ -44,9 +51,10 @@ def error_body(code: str, detail: str, hint: str) -> bytes:
     return json.dumps({"error": code, "detail": detail, "hint": hint}).encode()
 
 
-async def _respond(send: Send, status: int, body: bytes, close: bool = False) -> None:
+async def _respond(send: Send, status: int, body: bytes, close: bool = False,
+                   extra: tuple[tuple[bytes, bytes], ...] = ()) -> None:
     headers = [(b"content-type", b"application/json"),
-               (b"content-length", str(len(body)).encode())]
+               (b"content-length", str(len(body)).encode()), *extra]
     if close:  # the rest of the request is not read: the connection cannot be reused
         headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -118,6 +126,92 @@ class BodyLimit:
             await send(message)
 
         await self.app(scope, counted, watched)
+
+
+# ---------------------------------------------------------------------- anonymous requests
+class AnonymousRate:
+    """Requests without a token of the hall's own (`hall_own`), GET and HEAD and WebSocket
+    handshakes, at `anonymous_requests_per_s` per client address (its /64 for IPv6: as many
+    as `ipv6_net_addresses` addresses), with bursts of `anonymous_requests_burst`; past
+    them 429 `too_many_requests` with Retry-After (a WebSocket: closed before its
+    handshake). Exempt: `connections_exempt` (the server's own machine). A referee's hold,
+    the operator's moves, a speaker's clips carry their token and are never counted."""
+
+    MAX_ADDRESSES = 65536  # past this many, the addresses with a full allowance are forgotten
+
+    def __init__(self, app: ASGIApp, config: Config,
+                 hall_own: Callable[[str], bool] = lambda _t: False,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.app = app
+        lim = config.server.limits
+        self.rate, self.burst = lim.anonymous_requests_per_s, float(lim.anonymous_requests_burst)
+        self.net = lim.ipv6_net_addresses
+        self.hall_own = hall_own
+        self.exempt = exempt_addresses(config)
+        self.clock = clock
+        self._exempt_seen: dict[str, bool] = {}
+        self._tokens: dict[str, tuple[float, float]] = {}  # group: (tokens, at)
+        self.refused = 0
+
+    def _wait(self, address: str) -> float:
+        """0 if a request from `address` may go now, else how long until it may."""
+        exempt = self._exempt_seen.get(address)
+        if exempt is None:
+            if len(self._exempt_seen) > 4096:
+                self._exempt_seen.clear()
+            exempt = self._exempt_seen[address] = self.exempt(address)
+        if exempt:
+            return 0.0
+        group = group_of(address)
+        k = self.net if is_net(group) else 1
+        rate, burst = self.rate * k, self.burst * k
+        now = self.clock()
+        tokens, at = self._tokens.get(group, (burst, now))
+        tokens = min(burst, tokens + (now - at) * rate)
+        if tokens < 1.0:
+            self._tokens[group] = (tokens, now)
+            return (1.0 - tokens) / rate
+        self._tokens[group] = (tokens - 1.0, now)
+        if len(self._tokens) > self.MAX_ADDRESSES:
+            self._forget(now)
+        return 0.0
+
+    def _forget(self, now: float) -> None:
+        full = [g for g, (tok, at) in self._tokens.items()
+                if tok + (now - at) * self.rate >= self.burst]
+        for g in full:
+            del self._tokens[g]
+        if len(self._tokens) > self.MAX_ADDRESSES:  # all of them busy: start afresh
+            self._tokens.clear()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if not (kind == "websocket" or (kind == "http" and scope["method"] in ("GET", "HEAD"))):
+            await self.app(scope, receive, send)
+            return
+        token = credentials(scope.get("headers", ()),
+                            b"?" + scope.get("query_string", b""))
+        if token is not None and self.hall_own(token):
+            await self.app(scope, receive, send)
+            return
+        address = address_of(scope.get("client"))
+        # (Starlette's in-process TestClient is no network peer)
+        wait = 0.0 if address == "testclient" else self._wait(address)
+        if wait <= 0:
+            await self.app(scope, receive, send)
+            return
+        self.refused += 1
+        retry = max(1, math.ceil(wait))
+        if kind == "websocket":
+            await receive()  # websocket.connect
+            await send({"type": "websocket.close", "code": 1013,
+                        "reason": "too_many_requests"})
+            return
+        await _respond(send, 429, error_body(
+            "too_many_requests",
+            f"this address sent more than {self.rate:g} requests a second without a token",
+            f"wait {retry} s and try again; a page loads in a few requests"),
+            extra=((b"retry-after", str(retry).encode()),))
 
 
 # ---------------------------------------------------------------------- the host

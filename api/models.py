@@ -239,6 +239,9 @@ class PinAnswer(Open):
     pin: str
     join_url: str
     bases: list[JoinBase]
+    projector_key: str | None = Field(None, description="the key of the channel's projector "
+                                      "link (`/display/{ch}#key=…`): a room's projector needs "
+                                      "it, and is then counted apart from the room's viewers")
 
 
 class SpeakerBase(Open):

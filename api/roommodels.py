@@ -83,7 +83,10 @@ class RedeemAnswer(Open):
 class RoomLinks(Open):
     console: str = Field(description="the operator console on this room (the organisation's "
                                      "token is needed there, kept by the browser)")
-    projector: str
+    projector: str = Field(description="the class's projector (its key admits it apart from "
+                                       "the room's viewers)")
+    viewer: str = Field(description="for anyone else who may watch the room (counted in "
+                                    "max_clients_per_room); without a link the room is refused")
     speaker: str = Field(description="holds the room's speaker key: only for its speakers")
     referee: str = Field(description="the referees' join link, with the room's PIN")
 
@@ -91,6 +94,7 @@ class RoomLinks(Open):
 class RoomQr(Open):
     console: str
     projector: str
+    viewer: str
     speaker: str
     referee: str
 

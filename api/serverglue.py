@@ -27,7 +27,7 @@ from typing import Any, cast
 
 from fastapi import WebSocket
 
-from api.doors import Doors, address_of, door_limits, exempt_addresses
+from api.doors import Doors, address_of, close_frame, door_limits, exempt_addresses
 from api.guards import error_body
 from hall.config import Config, LimitsConfig
 from hall.hub import Transport
@@ -193,9 +193,24 @@ def door_protocols(limits: LimitsConfig, doors: Doors) -> tuple[type, type]:
                 doors.idle(self.transport, self._yh_give_way)
 
         def handle_websocket_upgrade(self) -> None:
-            # the transport passes to the WebSocket protocol, held by the door as before
+            # the transport passes to the WebSocket protocol, held by the door as before: as
+            # the hall's own, or in the viewers' share (refused here, before the handshake)
             self._yh_upgraded = True
             self._yh_cancel()
+            transport = self.transport
+            anonymous = doors.anonymous(self.scope["headers"], self.url)
+
+            def make_room() -> None:  # a viewer's socket closed for someone else
+                if not transport.is_closing():
+                    transport.write(close_frame(1013, "make_room"))
+                    transport.close()
+
+            if not doors.upgrade(transport, address_of(self.client), anonymous, make_room):
+                self._yh_send(_refusal(
+                    b"503 Service Unavailable", "too_many_viewers",
+                    "this server holds as many viewers' connections as it takes, from this "
+                    "address or in all", "try again in a moment", b"retry-after: 5\r\n"))
+                return
             super().handle_websocket_upgrade()
 
         def _yh_refuse(self, why: str) -> None:
@@ -250,6 +265,7 @@ def door_protocols(limits: LimitsConfig, doors: Doors) -> tuple[type, type]:
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
+            doors.heard(self.transport)
             self._yh_backlog += data
             self._yh_parse()
 
@@ -283,26 +299,36 @@ def door_protocols(limits: LimitsConfig, doors: Doors) -> tuple[type, type]:
     return DoorHttpProtocol, DoorWebSocketProtocol
 
 
-def uvicorn_options(config: Config, open_files: int | None = None) -> dict[str, Any]:
+def make_doors(config: Config, open_files: int | None = None) -> tuple[Doors, int]:
+    """The door sized for `open_files` (default: this process's soft limit now), and the
+    listen backlog that goes with it."""
+    import resource
+
+    if open_files is None:
+        open_files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    sizes = door_limits(config.server.limits, open_files)
+    return Doors(sizes.connections, sizes.per_address, exempt_addresses(config),
+                 viewers=sizes.viewers, viewers_per_address=sizes.viewers_per_address,
+                 ipv6_net_addresses=sizes.ipv6_net_addresses), sizes.backlog
+
+
+def uvicorn_options(config: Config, open_files: int | None = None,
+                    doors: Doors | None = None) -> dict[str, Any]:
     """What `yomite serve` gives uvicorn: the door's protocols (HTTP and WebSocket), its
     timeouts and backlog, forwarded headers trusted only from configured proxies, and a
     bounded graceful shutdown. `open_files`: the open-files limit the server runs with
-    (default: this process's soft limit now)."""
-    import resource
-
+    (default: this process's soft limit now). `doors`: the door to hold connections with
+    (the app tells it which tokens are the hall's own: api.app), else one of its own."""
     lim, sec = config.server.limits, config.server.security
-    if open_files is None:
-        open_files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    sizes = door_limits(lim, open_files)
-    doors = Doors(sizes.connections, sizes.per_address, exempt_addresses(config))
-    http, ws = door_protocols(lim, doors)
+    own, backlog = make_doors(config, open_files)
+    http, ws = door_protocols(lim, doors if doors is not None else own)
     return {
         "http": http,
         "ws": ws,
         "timeout_keep_alive": lim.keep_alive_s,
         "ws_ping_interval": lim.ws_ping_s,
         "ws_ping_timeout": lim.ws_ping_s,
-        "backlog": sizes.backlog,
+        "backlog": backlog,
         "proxy_headers": bool(sec.trusted_proxies),
         "forwarded_allow_ips": list(sec.trusted_proxies) or None,
         "timeout_graceful_shutdown": 5,

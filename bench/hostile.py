@@ -1,8 +1,12 @@
 """What hostile clients cost a real `yomite serve` now: memory under oversized requests, a
 referee's flood, a mass join, PIN guessing, idle and half-sent sockets, a crowd of referees
-flooding together. Prints figures; never passes or fails.
+flooding together, anonymous viewer sockets from many addresses and one IPv6 /64, a room's
+anonymous viewers. Prints figures; never passes or fails.
 
-    make bench   (or: .venv/bin/python bench/hostile.py)
+    make bench   (or: .venv/bin/python bench/hostile.py [door room flood idle])
+
+The door's part opens about 5,000 sockets: it raises this process's open-files limit (and
+the attacker's) to 8,192, the hard limit too when run as root.
 """
 
 import asyncio
@@ -398,7 +402,258 @@ def standings(tmp: Path, pages: int = 50, seconds: float = 15.0) -> None:
         s.stop()
 
 
+# ---------------------------------------------------------------------- issue 47: the door
+ATTACK_V4 = [f"127.0.0.{2 + i}" for i in range(24)]  # 24 addresses ...
+ATTACK_V4_EACH = 32  # ... 32 sockets each: 768, what filled Debian's 1,024 files before
+ATTACK_V6 = 4000  # and one IPv6 /64 (::1) with 4,000
+
+
+def _open_files(n: int) -> None:
+    """This process may hold `n` descriptors: the attack needs about 5,000 and Debian's
+    default is 1,024 (raised here, the hard limit too when run as root)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft >= n:
+        return
+    if hard != resource.RLIM_INFINITY and hard < n:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+            return
+        n = hard
+    resource.setrlimit(resource.RLIMIT_NOFILE, (n, hard))
+
+
+async def _attack(port: int) -> None:
+    """The attacker's process (`hostile.py attack PORT`): anonymous viewer WebSockets from 24
+    addresses (32 each) and from ::1 (4,000), each answering pings; a socket the server
+    closes is opened again after 1 s, a refused one after its Retry-After (5 s). Prints
+    READY with the counts after the first pass, and the counts again when stdin closes."""
+    import websockets as ws_lib
+
+    counts = {"held": 0, "hello": 0, "refused": 0, "closed": 0, "attempts": 0}
+    gate = asyncio.Semaphore(64)
+    stop = asyncio.Event()
+    first_pass = [len(ATTACK_V4) * ATTACK_V4_EACH + ATTACK_V6]
+    ready = asyncio.Event()
+
+    async def slot(url: str, local: tuple[str, int] | None) -> None:
+        first = True
+        while not stop.is_set():
+            wait = 1.0
+            try:
+                async with gate:
+                    counts["attempts"] += 1
+                    conn = await ws_lib.connect(url, open_timeout=60, max_size=None,
+                                                **({"local_addr": local} if local else {}))
+            except ws_lib.InvalidStatus:
+                counts["refused"] += 1
+                wait = 5.0
+                conn = None
+            except (OSError, ws_lib.InvalidHandshake, EOFError, TimeoutError):
+                counts["refused"] += 1
+                wait = 5.0
+                conn = None
+            if first:
+                first = False
+                first_pass[0] -= 1
+                if first_pass[0] == 0:
+                    ready.set()
+            if conn is not None:
+                counts["held"] += 1
+                try:
+                    await conn.recv()
+                    counts["hello"] += 1
+                    while not stop.is_set():
+                        await conn.recv()
+                except ws_lib.ConnectionClosed:
+                    counts["closed"] += 1
+                finally:
+                    counts["held"] -= 1
+                    with contextlib.suppress(Exception):
+                        await conn.close()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    await stop.wait()
+
+    v4 = f"ws://127.0.0.1:{port}/ws/channels/side"
+    tasks = [asyncio.create_task(slot(v4, (a, 0)))
+             for a in ATTACK_V4 for _ in range(ATTACK_V4_EACH)]
+    tasks += [asyncio.create_task(slot(f"ws://[::1]:{port}/ws/channels/side", None))
+              for _ in range(ATTACK_V6)]
+    await ready.wait()
+    print("READY", json.dumps(counts), flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    print("END", json.dumps(counts), flush=True)
+    stop.set()
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _prepares(s: Server, n: int = 20) -> list[float]:
+    out = []
+    with httpx2.Client(base_url=s.base, headers=s.op, timeout=60) as c:
+        for i in range(n):
+            t0 = time.perf_counter()
+            c.post("/api/channels/third/match", json={"seed": i}).raise_for_status()
+            out.append(time.perf_counter() - t0)
+    return out
+
+
+def door_classes(tmp: Path, loads: int = 50, holds: int = 40) -> None:
+    """Issue 47, items 2 and 3: 768 anonymous viewer sockets from 24 addresses and 4,000 from
+    one IPv6 /64 (::1), kept up by an attacker in a process of its own, against a server with
+    Debian's 1,024 open files; meanwhile a new phone loads (page, script, state, WebSocket),
+    the operator prepares, a referee holds. Then a room's 60 anonymous viewers."""
+    import resource
+
+    from tests.test_referee_flood import honest_holds
+
+    def debian() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
+
+    _open_files(8192)
+    s = Server(tmp, {
+        "match": {"memorise_s": 3600, "cards": 2},
+        "voice": {"engine": "estimate"}, "audio": {"output": "null"},
+        # ::1 stands for another host's /64: only this machine's IPv4 address is exempt
+        "server": {"channels": [{"name": "main"}, {"name": "side"}, {"name": "third"}],
+                   "limits": {"connections_exempt": ["127.0.0.1"]}},
+    }, TOKEN, host="::").start(preexec_fn=debian)
+    attacker = None
+    try:
+        with httpx2.Client(base_url=s.base, headers=s.op, timeout=60) as c:
+            c.post("/api/channels/main/match", json={"seed": 7}).raise_for_status()
+            c.post("/api/channels/main/match/start").raise_for_status()
+            pin = c.get("/api/channels/main/pin").json()["pin"]
+            me = c.post("/api/channels/main/referees",
+                        json={"pin": pin, "name": "honest"}).json()
+        before_loads = [_phone_load(s, f"127.0.1.{1 + i % 200}") for i in range(loads)]
+        before_prep = _prepares(s)
+        before_holds = [w for w, _ in asyncio.run(honest_holds(s, me, set(), holds=holds,
+                                                               pace_s=0.2))]
+        t0 = time.perf_counter()
+        attacker = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "attack", str(s.port)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            preexec_fn=lambda: _open_files(8192))
+        assert attacker.stdin is not None and attacker.stdout is not None
+        line = attacker.stdout.readline().split(" ", 1)
+        opened = json.loads(line[1]) if line[0] == "READY" else {}
+        took = time.perf_counter() - t0
+        files = len(os.listdir(f"/proc/{s.proc.pid}/fd"))
+        during: list[float] = []
+        failed = 0
+        for i in range(loads):
+            try:
+                during.append(_phone_load(s, f"127.0.2.{1 + i % 200}"))
+            except (httpx2.HTTPError, OSError) as e:
+                failed += 1
+                print("  a load failed:", e)
+        prep = _prepares(s)
+        held = [w for w, _ in asyncio.run(honest_holds(s, me, set(), holds=holds,
+                                                       pace_s=0.2))]
+        files = max(files, len(os.listdir(f"/proc/{s.proc.pid}/fd")))
+        attacker.stdin.close()
+        end = json.loads(attacker.stdout.readline().split(" ", 1)[1])
+        attacker.wait(120)
+        print(f"door: {len(ATTACK_V4) * ATTACK_V4_EACH} anonymous viewer sockets from "
+              f"{len(ATTACK_V4)} addresses and {ATTACK_V6:,} from one IPv6 /64, against 1,024 "
+              f"open files (this process's own limit raised to 8,192 for the attack): first "
+              f"pass in {took:.1f} s, {opened.get('held', 0)} held, {opened.get('refused', 0)} "
+              f"refused; at the end {end['held']} held, {end['attempts']:,} attempts, "
+              f"{end['closed']:,} closed to make room; the server at most {files} files "
+              "[768 sockets: every new phone 503, the operator's prepare reset]")
+        print(f"  a new phone (page, script, state, WebSocket state), {loads} times: before "
+              f"{_ms(before_loads)}; meanwhile {_ms(during)}, {failed} failed")
+        print(f"  the operator prepares: before {_ms(before_prep)}; meanwhile {_ms(prep)}")
+        print(f"  a referee's hold (send to the state that shows it), {holds} times: before "
+              f"{_ms(before_holds)}; meanwhile {_ms(held)}")
+    finally:
+        if attacker is not None and attacker.poll() is None:
+            attacker.kill()
+            attacker.wait(30)
+        s.stop()
+
+
+def room_viewers(tmp: Path, viewers: int = 60) -> None:
+    """Issue 47: a room's `viewers` anonymous sockets from 2 addresses, then one more than its
+    quota with the room's viewer link: its projector, speaker and referees still get in."""
+    from tests.orgs import make_org, open_room, redeem
+
+    s = Server(tmp, {"voice": {"engine": "estimate"}, "audio": {"output": "null"}},
+               TOKEN).start()
+    try:
+        teacher = redeem(s, make_org(s, "bench school")["code"])
+        room = open_room(s, teacher)
+        name, links = room["room"], room["links"]
+
+        def key(link: str) -> str:
+            return link.split("#key=", 1)[1]
+
+        pin = httpx2.get(f"{s.base}/api/channels/{name}/pin",
+                         headers={"Authorization": f"Bearer {teacher}"}).json()["pin"]
+        refs = [httpx2.post(f"{s.base}/api/channels/{name}/referees",
+                            json={"pin": pin, "name": f"r{i}"}).json()["token"]
+                for i in range(4)]
+        url = f"ws://127.0.0.1:{s.port}/ws/channels/{name}"
+
+        async def one(stack: contextlib.AsyncExitStack, u: str, address: str) -> str:
+            t0 = time.perf_counter()
+            try:
+                ws = await stack.enter_async_context(websockets.connect(
+                    u, local_addr=(address, 0), open_timeout=60))
+                m = json.loads(await ws.recv())
+                took.append(time.perf_counter() - t0)
+                return str(m["type"])
+            except websockets.ConnectionClosed as e:
+                return e.rcvd.reason if e.rcvd is not None else "closed"
+            except websockets.InvalidStatus as e:
+                return str(e.response.status_code)
+
+        took: list[float] = []
+
+        async def run() -> dict[str, dict[str, int]]:
+            out: dict[str, dict[str, int]] = {}
+            async with contextlib.AsyncExitStack() as stack:
+                # as the red team: from 2 addresses, no link
+                got = [await one(stack, url, f"127.0.3.{1 + i % 2}") for i in range(viewers)]
+                out["anonymous"] = {k: got.count(k) for k in set(got)}
+                # with the viewer link, from 10 addresses (the door takes 8 an address): one
+                # more than the quota
+                u = f"{url}?token={key(links['viewer'])}"
+                got = [await one(stack, u, f"127.0.4.{1 + i % 10}") for i in range(viewers + 1)]
+                out["with the viewer link"] = {k: got.count(k) for k in set(got)}
+                own = [await one(stack, f"{url}?token={key(links['projector'])}", "127.0.3.9"),
+                       await one(stack, f"{url}?token={key(links['speaker'])}&audience=speaker",
+                                 "127.0.3.9")]
+                own += [await one(stack, f"{url}?token={t}", "127.0.3.9") for t in refs]
+                out["projector, speaker, 4 referees"] = {k: own.count(k) for k in set(own)}
+            return out
+
+        out = asyncio.run(run())
+        said = "; ".join(f"{k}: {v}" for k, v in out.items())
+        print(f"room (max_clients_per_room {viewers}): {said} [60 anonymous sockets kept the "
+              "projector, speaker and referees out]")
+        print(f"  a socket's hello: {_ms(took)}")
+    finally:
+        s.stop()
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["attack"]:
+        asyncio.run(_attack(int(sys.argv[2])))
+        return
+    only = set(sys.argv[1:])  # e.g. `hostile.py door room flood`: those parts only
+    if only:
+        with tempfile.TemporaryDirectory() as tmp:
+            for part, run in (("door", door_classes), ("room", room_viewers),
+                              ("flood", group_flood), ("idle", idle_sockets)):
+                if part in only:
+                    (Path(tmp) / part).mkdir()
+                    run(Path(tmp) / part)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         cap = 100
         s = Server(Path(tmp), {
@@ -428,6 +683,10 @@ def main() -> None:
         group_flood(Path(tmp) / "flood")
         (Path(tmp) / "standings").mkdir()
         standings(Path(tmp) / "standings")
+        (Path(tmp) / "door").mkdir()
+        door_classes(Path(tmp) / "door")
+        (Path(tmp) / "room").mkdir()
+        room_viewers(Path(tmp) / "room")
 
 
 if __name__ == "__main__":

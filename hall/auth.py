@@ -41,6 +41,9 @@ class Principal:
     name: str = ""
     # an organisation's operator (hall.orgs): an operator of that organisation's rooms only
     org: str | None = None
+    # a viewer of `channel` by its projector link: one of the class's own pages, not counted
+    # among the room's viewers (hall.viewlink)
+    projector: bool = False
 
     @property
     def admin(self) -> bool:
@@ -103,6 +106,8 @@ class Auth:
         self._operator_digest = digest(self.operator_token)
         self._referees: dict[bytes, Referee] = {}
         self._speaker_keys: dict[bytes, str] = {}  # digest of a speaker key: its channel
+        # digest of a view key (hall.viewlink): its channel, and whether it is the projector's
+        self._view_keys: dict[bytes, tuple[str, bool]] = {}
         # digest of an organisation operator's token: who it is (hall.orgs keeps them)
         self._org_tokens: dict[bytes, tuple[str, Principal]] = {}  # (operator id, who)
         self._by_id: dict[str, Referee] = {}
@@ -206,6 +211,10 @@ class Auth:
         org_operator = self._org_tokens.get(d)
         if org_operator is not None:
             return org_operator[1]
+        view = self._view_keys.get(d)
+        if view is not None:
+            return Principal(Role.VIEWER, view[0], name="projector" if view[1] else "viewer",
+                             projector=view[1])
         raise PermissionError("unknown or expired token: join again with the channel's PIN")
 
     def set_speaker_key(self, channel: str, key: str) -> None:
@@ -213,6 +222,15 @@ class Auth:
         that channel; the channel's previous key stops working."""
         self._speaker_keys = {d: ch for d, ch in self._speaker_keys.items() if ch != channel}
         self._speaker_keys[digest(key)] = channel
+
+    def set_view_keys(self, channel: str, projector: str, viewer: str) -> None:
+        """The keys of `channel`'s projector and viewer links (hall.viewlink)."""
+        self.forget_view_keys(channel)
+        self._view_keys[digest(projector)] = (channel, True)
+        self._view_keys[digest(viewer)] = (channel, False)
+
+    def forget_view_keys(self, channel: str) -> None:
+        self._view_keys = {d: v for d, v in self._view_keys.items() if v[0] != channel}
 
     def forget_speaker_key(self, channel: str) -> None:
         """`channel` is gone (a room closed): its speaker link admits no one any more."""

@@ -19,6 +19,7 @@ from hall.errors import ChannelStopped
 from hall.hub import Client, Hub
 from hall.inbox import Item
 from hall.pins import new_pin
+from hall.presence import Presence
 from hall.seam import NOWHERE, CensusPort, Elsewhere, Latest, RuntimePort, SpeakersPort
 from hall.speaker import SpeakerFeed
 from hall.speakerlink import SpeakerLink
@@ -30,6 +31,7 @@ from hall.states import (
     SpeakerHealth,
     SpeakersView,
 )
+from hall.viewlink import ViewLinks
 from hall.views import public_view
 from reader.events import Hold, Release
 
@@ -58,6 +60,8 @@ class ChannelService:
         self.speakers: SpeakersPort | None = None
         self.census: CensusPort | None = None  # a cluster's: the pages on its other processes
         self.speaker_link: SpeakerLink | None = None  # who may be a speaker (Hall sets it)
+        self.view_links: ViewLinks | None = None  # who may watch a room (Hall sets it)
+        self.presence = Presence(self.broadcast)  # told as referees and speakers come and go
         self._last_change: dict[str, float] = {}
         self._tokens: dict[str, tuple[float, float]] = {}  # referee: (tokens, at)
         # releases waiting for their budget, the last intent of each referee, in the order

@@ -118,8 +118,24 @@ class LimitsConfig(Frozen):
     # a page's WebSocket); a new one past the cap takes the place of the address's oldest
     # idle one, or is refused (503) if none is idle
     connections_per_address: int = Field(32, ge=2, le=100000)
-    # addresses not capped per address: the server's own machine (its console, projector and
-    # speaker pages, benches); server.security.trusted_proxies are not capped either
+    # anonymous viewers' WebSockets (no token of the hall's own: not the operator, a referee,
+    # a speaker or a projector link) held at once, in all: lowered at start to half the
+    # connections, so that the other half is always the hall's own and the pages' requests'
+    viewer_sockets: int = Field(2000, ge=8, le=100000)
+    # ... and from one client address; a new one past it takes the place of the address's
+    # least recently heard-from (a phone reconnecting before its old socket is noticed gone)
+    viewer_sockets_per_address: int = Field(8, ge=1, le=100000)
+    # an IPv6 /64 (what one host may take addresses from, or a whole LAN) counts as one
+    # address with this many times an address's caps (connections, viewers, requests)
+    ipv6_net_addresses: int = Field(8, ge=1, le=65536)
+    # requests without a token of the hall's own (GET and HEAD, and WebSocket handshakes) per
+    # client address and second, with bursts: past them 429 with Retry-After. A phone loading
+    # a page makes about ten
+    anonymous_requests_per_s: float = Field(20.0, gt=0, le=100000)
+    anonymous_requests_burst: int = Field(120, ge=1, le=1000000)
+    # addresses not capped per address (connections, viewers' sockets, anonymous requests):
+    # the server's own machine (its console, projector and speaker pages, benches);
+    # server.security.trusted_proxies are not capped either
     connections_exempt: tuple[str, ...] = ("127.0.0.1", "::1")
 
     @field_validator("connections_exempt")
@@ -135,6 +151,8 @@ class LimitsConfig(Frozen):
 
 class RefereesConfig(Frozen):
     max_per_channel: int = Field(100, ge=1, le=10000)
+    # WebSockets one referee holds at once (its phone, and one more while it reconnects)
+    sockets_each: int = Field(4, ge=1, le=1000)
     # a referee's hand may go down this often, with bursts of `changes_burst` (up is never
     # delayed); faster changes (a bouncing thumb, a script) wait, and the last one counts
     changes_per_s: float = Field(2.0, gt=0, le=100)
@@ -156,9 +174,12 @@ class RoomsConfig(Frozen):
     idle_close_min: int | None = Field(120, ge=1, le=43200)
     # rooms one organisation may hold open at once (the admin may give one another figure)
     max_open_per_org: int = Field(20, ge=1, le=1000)
-    # pages connected to one room at once (phones, projector, speakers); its operators'
-    # consoles are never refused
+    # viewers' pages connected to one room at once (with its viewer link); the class's own
+    # pages (its operators' consoles, referees, speakers, projector) are not counted
     max_clients_per_room: int = Field(60, ge=2, le=10000)
+    # pages of a room's projector link at once (its projector, a second screen); the
+    # projector is one of the class's own pages, not counted in max_clients_per_room
+    max_projectors_per_room: int = Field(4, ge=1, le=1000)
     # rooms open at once on this server, all organisations together
     max_open: int = Field(200, ge=1, le=10000)
     # closed rooms stay listed (with their history) for this many days

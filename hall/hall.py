@@ -25,6 +25,7 @@ from hall.sinks import NoDevice, SinkFactory, default_sink, output_info
 from hall.speaker import ClipStore, SoundingClock, SpeakerFeed
 from hall.speakerlink import SpeakerLink
 from hall.tenure import ALWAYS, Tenure
+from hall.viewlink import ViewLinks
 from hall.voices import OnDisk, VoiceFactory, VoiceLike, Voices
 from reader.clip import Clip
 
@@ -65,6 +66,7 @@ class Hall:
         self.loop_watch = LoopWatch()
         self.scheduling = "as started"  # what `yomite serve` set the event loop's thread to
         self._deck_key: bytes | None = None  # the orders' key, loaded at start
+        self._view_key: bytes | None = None  # the view links' (hall.viewlink), loaded once
         self._added: dict[str, ChannelConfig] = {}  # channels made while running (rooms)
         self.census: CensusPort | None = None  # a cluster's: every channel's pages elsewhere
         for ch in config.server.channels:
@@ -86,8 +88,16 @@ class Hall:
         )
         svc.speaker_link = SpeakerLink(ch.name, config.journal_dir / ch.name / "speaker.key",
                                        auth)
+        svc.view_links = ViewLinks.derive(self._view_secret(), ch.name)
+        auth.set_view_keys(ch.name, svc.view_links.projector_key, svc.view_links.viewer_key)
         svc.census = self.census
         return svc
+
+    def _view_secret(self) -> bytes:
+        """What the channels' view links are derived from (hall.viewlink): the clips' key."""
+        if self._view_key is None:
+            self._view_key = load_key(self.config.journal_dir / "speakers.key")
+        return self._view_key
 
     def clip_store(self) -> ClipStore:
         if self.clips is None:
@@ -241,6 +251,7 @@ class Hall:
         self.channels.pop(name, None)
         self._added.pop(name, None)
         self.auth.forget_speaker_key(name)
+        self.auth.forget_view_keys(name)
 
     def at_rest(self) -> bool:
         """No channel is reading: nothing it does now can be late (the garbage collector's

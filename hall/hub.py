@@ -71,6 +71,8 @@ class Client:
     referee: str | None = None
     name: str = ""
     speaker: bool = False  # a /speaker page: also gets the channel's audio schedule
+    viewer: bool = False  # counted in a room's viewers (not one of its class's own pages)
+    projector: bool = False  # a page of the channel's projector link
     lags: deque[float] | None = None  # the hub's: publish -> handed to this socket, seconds
     transport: Transport | None = None  # the direct path (see the module doc)
     queue: asyncio.Queue[tuple[str, float]] = field(init=False)
@@ -134,6 +136,7 @@ class Hub:
         self.send_timeout_s = send_timeout_s
         self.clients: set[Client] = set()
         self.speakers: set[Client] = set()  # the speaker audience, a subset of clients
+        self.viewers = 0  # clients that are viewers (a room's quota counts them)
         self._speaker_numbers = 0
         # a speaker page's own id (kept by its tab) -> its number and latest connection: a page
         # that reconnects keeps its number on the console (bounded: the oldest are forgotten)
@@ -147,13 +150,14 @@ class Hub:
         self.published: deque[tuple[int, float]] = deque(maxlen=64)
 
     def add(self, send: Send, close: Close, *, operator: bool, referee: str | None = None,
-            name: str = "", speaker: bool = False,
-            transport: Transport | None = None) -> Client:
+            name: str = "", speaker: bool = False, viewer: bool = False,
+            projector: bool = False, transport: Transport | None = None) -> Client:
         """A client; with `transport` (see `direct_transport`), states are written straight to
         it, else through `send` by a writer task. A `speaker` also gets the audio schedule."""
-        c = Client(send, close, operator, self.queue_size, referee, name, speaker, self.lags,
-                   transport)
+        c = Client(send, close, operator, self.queue_size, referee, name, speaker, viewer,
+                   projector, self.lags, transport)
         self.clients.add(c)
+        self.viewers += viewer
         if speaker:
             self._speaker_numbers += 1
             c.number = self._speaker_numbers
@@ -177,6 +181,8 @@ class Hub:
             self._pages.popitem(last=False)
 
     def remove(self, c: Client) -> None:
+        if c in self.clients:
+            self.viewers -= c.viewer
         self.clients.discard(c)
         self.speakers.discard(c)
         if c.task is not None and not c.task.done():

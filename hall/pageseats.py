@@ -1,5 +1,6 @@
-"""A room's quota of pages (its organisation's `max_clients_per_room`): whether one more page
-may join.
+"""A room's quota of viewers (its organisation's `max_clients_per_room`): whether one more
+viewer's page may join. The class's own pages (its operators' consoles, its referees, its
+speakers, its projector) are not counted: viewers cannot keep them out.
 
 A page is let in by `take` before its socket is accepted, and is in the channel's hub only
 after that await: two pages joining at the same instant would both find the room one short of
@@ -23,15 +24,18 @@ class PageSeats:
         self._coming: Counter[str] = Counter()
 
     def here(self, channel: str) -> int:
-        """The channel's pages on this process, those being let in with them."""
+        """The channel's viewers on this process, those being let in with them."""
         svc = self.hall.channels.get(channel)
-        return (len(svc.hub.clients) if svc is not None else 0) + self._coming[channel]
+        return (svc.hub.viewers if svc is not None else 0) + self._coming[channel]
 
     async def take(self, channel: str, most: int) -> bool:
-        """A seat for one more page; False when `most` pages hold one (or there is no such
-        channel). After True, `seated` once the page is in the hub or gone."""
+        """A seat for one more viewer; False when `most` viewers hold one (or there is no
+        such channel). After True, `seated` once the page is in the hub or gone."""
         svc = self.hall.channels.get(channel)
-        if svc is None or svc.client_count() + self._coming[channel] >= most:
+        # (a cluster's other processes' pages are counted whole: their census does not tell
+        # viewers apart, so a room there looks fuller, never emptier)
+        if svc is None or (svc.hub.viewers + svc.elsewhere().clients
+                           + self._coming[channel]) >= most:
             return False
         self._coming[channel] += 1
         return True

@@ -53,6 +53,11 @@ def open_room(server: Server, token: str, **body: Any) -> dict[str, Any]:
     return out
 
 
+def link_key(link: str) -> str:
+    """The key in a room link's fragment (`…#key=…`: projector, viewer, speaker)."""
+    return link.split("#key=", 1)[1]
+
+
 def ws_url(server: Server, ch: str, token: str | None = None, **query: str) -> str:
     q = "&".join(f"{k}={v}" for k, v in {**({"token": token} if token else {}), **query}.items())
     return f"ws://127.0.0.1:{server.port}/ws/channels/{ch}" + (f"?{q}" if q else "")

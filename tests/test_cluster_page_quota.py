@@ -22,9 +22,11 @@ from tests.natsbroker import Broker
 from tests.orgs import join_at_once
 from tests.serverproc import Server
 
+VIEWER_KEYS: dict[str, str] = {}  # a room's viewer link's key (its viewers need it)
+
 
 def room_of(a: Server, b: Server, most: int) -> str:
-    """A class room of `most` pages, opened through A, known to B."""
+    """A class room of `most` viewers, opened through A, known to B."""
     org = httpx2.post(f"{a.base}/api/orgs", headers=a.op, timeout=20,
                       json={"name": "南小学校", "max_clients_per_room": most})
     assert org.status_code == 201, org.text
@@ -35,13 +37,15 @@ def room_of(a: Server, b: Server, most: int) -> str:
                     headers={"Authorization": f"Bearer {r.json()['token']}"})
     assert r.status_code == 201, r.text
     room: str = r.json()["room"]
+    VIEWER_KEYS[room] = r.json()["links"]["viewer"].split("#key=", 1)[1]
     wait_for(lambda: httpx2.get(f"{b.base}/api/channels/{room}", headers=b.op,
                                 timeout=20).status_code == 200, 10, "the room on B")
     return room
 
 
 def ws(s: Server, room: str) -> str:
-    return s.base.replace("http://", "ws://") + f"/ws/channels/{room}"
+    """A viewer's WebSocket on the room (with its viewer link's key)."""
+    return s.base.replace("http://", "ws://") + f"/ws/channels/{room}?token={VIEWER_KEYS[room]}"
 
 
 def what(answer: dict[str, Any]) -> str:

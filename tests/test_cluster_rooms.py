@@ -138,7 +138,9 @@ def test_a_room_opened_through_one_process_is_one_room_on_every_process(
         assert listed(b, teacher, room) is not None
 
         # a projector on X; the teacher closes the room through A: closed on every process
-        with wsc.connect(f"ws://127.0.0.1:{x.port}/ws/channels/{room}", open_timeout=10) as ws:
+        projector = opened.json()["links"]["projector"].split("#key=", 1)[1]
+        with wsc.connect(f"ws://127.0.0.1:{x.port}/ws/channels/{room}?token={projector}",
+                         open_timeout=10) as ws:
             assert json.loads(ws.recv(timeout=10))["type"] == "hello"
             r = req(a, "DELETE", f"/api/rooms/{room}", teacher)
             assert r.status_code == 200 and r.json()["open"] is False, r.text

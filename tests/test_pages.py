@@ -351,7 +351,7 @@ def test_console_offers_every_address_and_a_phone_joins_at_the_lan_one(
     console.select_option("#join-base", lan)
     expect(console.locator("#qr")).to_have_attribute("data-url", re.compile(f"^{lan}/referee"))
     expect(console.locator("#join-url")).to_have_text(re.compile(f"^{re.escape(lan)}/referee"))
-    expect(console.locator("#display-url")).to_have_text(f"{lan}/display/main")
+    expect(console.locator("#display-url")).to_have_text(f"{lan}/display/main#key=•••")
     expect(console.locator("#loopback")).to_be_hidden()
     console.reload()
     expect(console.locator("#join-base")).to_have_value(lan)

@@ -17,7 +17,17 @@ import websockets
 
 from api.routes.referees import qr_svg
 
-from .orgs import FAST, call, join_at_once, make_org, open_room, redeem, ws_hello, ws_url
+from .orgs import (
+    FAST,
+    call,
+    join_at_once,
+    link_key,
+    make_org,
+    open_room,
+    redeem,
+    ws_hello,
+    ws_url,
+)
 from .serverproc import Server
 
 pytestmark = pytest.mark.server
@@ -97,11 +107,13 @@ def test_a_room_opens_with_links_that_work(server: Server) -> None:
     assert re.fullmatch(r"r-[a-z0-9]{8}", ch) and room["open"] and room["clients"] == 0
     links = room["links"]
     assert links["console"] == f"{server.base}/console?ch={ch}"
-    assert links["projector"] == f"{server.base}/display/{ch}"
+    assert links["projector"].startswith(f"{server.base}/display/{ch}#key=")
+    assert links["viewer"].startswith(f"{server.base}/display/{ch}#key=")
+    assert link_key(links["viewer"]) != link_key(links["projector"])
     assert links["speaker"].startswith(f"{server.base}/speaker/{ch}#key=")
     assert re.fullmatch(rf"{re.escape(server.base)}/referee/{ch}\?pin=[0-9]{{6}}",
                         links["referee"])
-    for kind in ("console", "projector", "speaker", "referee"):
+    for kind in ("console", "projector", "viewer", "speaker", "referee"):
         r = call(server, "GET", room["qr"][kind], token)
         assert r.headers["content-type"] == "image/svg+xml"
         assert r.content == qr_svg(links[kind])  # the code of that very link
@@ -139,7 +151,8 @@ def test_the_list_and_closing_a_room_keeps_its_history(server: Server) -> None:
     wait_phase(server, ch, token, "finished")
 
     async def close_with_a_projector_connected() -> tuple[int, str]:
-        async with websockets.connect(ws_url(server, ch)) as ws:  # a projector: no token
+        async with websockets.connect(ws_url(server, ch, link_key(a["links"]["projector"]))) \
+                as ws:  # its projector
             assert json.loads(await ws.recv())["type"] == "hello"
             await asyncio.to_thread(call, server, "DELETE", f"/api/rooms/{ch}", token)
             async with asyncio.timeout(10):
@@ -178,27 +191,28 @@ def test_the_quotas_of_rooms_and_of_pages(server: Server) -> None:
     assert over["error"] == "too_many_rooms"
     assert "close a room" in over["hint"] and "admin" in over["hint"]
     call(server, "DELETE", f"/api/rooms/{first['room']}", token)
-    third = open_room(server, token)["room"]
-    # two pages fill the room; the third is refused with a reason a page can say; the
-    # room's operator still gets in
+    opened = open_room(server, token)
+    third = opened["room"]
+    viewer = ws_url(server, third, link_key(opened["links"]["viewer"]))
+    # two viewers fill the room; the third is refused with a reason a page can say; the
+    # room's operator still gets in (its class's own pages: tests/test_door_classes.py)
 
     async def pages() -> list[dict[str, Any]]:
-        async with websockets.connect(ws_url(server, third)) as p1, \
-                websockets.connect(ws_url(server, third)) as p2:
+        async with websockets.connect(viewer) as p1, websockets.connect(viewer) as p2:
             await p1.recv()
             await p2.recv()
-            return [await asyncio.to_thread(ws_hello, ws_url(server, third)),
+            return [await asyncio.to_thread(ws_hello, viewer),
                     await asyncio.to_thread(ws_hello, ws_url(server, third, token))]
 
     refused, console = asyncio.run(pages())
     assert refused == {"closed": 1013, "reason": "room_full"}
     assert console["type"] == "hello" and console["role"] == "operator"
     # the pages gone, a page gets in again
-    assert ws_hello(ws_url(server, third))["type"] == "hello"
+    assert ws_hello(viewer)["type"] == "hello"
     # eight pages at the same instant: two get in (a page is checked an await before it is
     # in the hub: it counts as coming meanwhile; here the mutant without that passed too, the
     # accept did not yield; in a cluster the check waits for the broker: test_cluster_page_quota)
-    answers = asyncio.run(join_at_once([ws_url(server, third)] * 8))
+    answers = asyncio.run(join_at_once([viewer] * 8))
     assert sorted(a.get("type", a.get("reason", "")) for a in answers) == \
         ["hello"] * 2 + ["room_full"] * 6, answers
 

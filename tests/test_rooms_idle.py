@@ -79,8 +79,9 @@ def test_an_unused_room_closes_itself_after_the_idle_time(client: TestClient,
 
 def test_a_connected_page_keeps_a_room_open(client: TestClient, clock: ManualClock) -> None:
     h = teacher(client)
-    room = client.post("/api/rooms", headers=h).json()["room"]
-    with client.websocket_connect(f"/ws/channels/{room}") as ws:  # a projector
+    opened = client.post("/api/rooms", headers=h).json()
+    room, projector = opened["room"], opened["links"]["projector"].split("#key=", 1)[1]
+    with client.websocket_connect(f"/ws/channels/{room}?token={projector}") as ws:
         assert ws.receive_json()["type"] == "hello"
         clock.advance(500 * MIN)
         assert sweep(client) == []  # in use now: the idle time starts again
@@ -182,9 +183,10 @@ def test_in_a_cluster_a_room_in_use_on_another_process_is_not_closed(
     rooms = client.app.state.rooms  # type: ignore[attr-defined]
     rooms.shared = True  # as a cluster's registry: the store is every process's
     h = teacher(client)
-    room = client.post("/api/rooms", headers=h).json()["room"]
+    opened = client.post("/api/rooms", headers=h).json()
+    room, viewer = opened["room"], opened["links"]["viewer"].split("#key=", 1)[1]
     assert rooms.store.busy_at(room) is None
-    with client.websocket_connect(f"/ws/channels/{room}") as ws:  # a page on this process
+    with client.websocket_connect(f"/ws/channels/{room}?token={viewer}") as ws:  # a page here
         assert ws.receive_json()["type"] == "hello"
         assert sweep(client) == []
     said = rooms.store.busy_at(room)

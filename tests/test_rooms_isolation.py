@@ -203,8 +203,9 @@ def test_the_lists_name_only_ones_own_rooms(world: World) -> None:
     # the admin (the server's own token) operates every organisation's rooms
     assert call(s, "GET", f"/api/channels/{w.rb}/pin", TOKEN).json()["pin"]
     assert ws_hello(ws_url(s, w.ra, TOKEN))["role"] == "operator"
-    # a viewer still reaches a room whose name it was given (the projector, the referees)
-    assert call(s, "GET", f"/api/channels/{w.ra}").json()["channel"] == w.ra
+    # a viewer without one of the room's links does not reach it, even by its name
+    assert call(s, "GET", f"/api/channels/{w.ra}", expect=403).json()["error"] == \
+        "viewer_link_needed"
     # the health counts the rooms and names none of them
     health = call(s, "GET", "/api/health")
     assert w.ra not in health.text and w.rb not in health.text

@@ -7,6 +7,7 @@ violation, no script error; screenshots to $YOMITE_SCREENSHOTS."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -77,19 +78,22 @@ def test_a_teacher_signs_in_opens_a_room_and_its_console(server: Server,
     expect(card).to_have_count(1)
     room = card.get_attribute("data-room")
     assert room and room.startswith("r-")
-    # the links, and the QR codes of the console, the projector and the referees (the
-    # speaker's, which holds the key, only when asked)
+    # the links, and the QR codes of the console, the projector, the viewers and the referees
+    # (the speaker's, which holds the key, only when asked)
     qr = card.locator("img.qr")
-    expect(qr).to_have_count(3)
+    expect(qr).to_have_count(4)
     page.wait_for_function(
         "() => [...document.querySelectorAll('#rooms li.fresh img.qr')]"
         ".every((i) => i.complete && i.naturalWidth > 0)")
     expect(card.locator(".link-console a")).to_have_attribute("href", f"/console?ch={room}")
-    expect(card.locator(".link-projector a")).to_have_attribute("href", f"/display/{room}")
+    expect(card.locator(".link-projector a")).to_have_attribute(
+        "href", re.compile(rf"^/display/{room}#key=[\w-]+$"))
+    expect(card.locator(".link-viewer a")).to_have_attribute(
+        "href", re.compile(rf"^/display/{room}#key=[\w-]+$"))
     expect(card.locator(".link-speaker a")).to_contain_text("#key=•••")
     expect(card.locator(".link-referee a")).to_contain_text(f"/referee/{room}?pin=")
     card.locator("button.speaker-qr").click()
-    expect(card.locator("img.qr")).to_have_count(4)
+    expect(card.locator("img.qr")).to_have_count(5)
     expect(page.locator("#quota")).to_have_text("開いている教室: 1 / 20")
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "start-room.png"), full_page=True)

@@ -78,6 +78,11 @@ def test_the_attributes_the_door_and_the_hub_read_exist():
         http = opts["http"](config=cfg, server_state=ServerState(), app_state={}, _loop=loop)
         for name in ("cycle", "pipeline", "flow", "parser", "loop", "client", "transport"):
             assert hasattr(http, name), f"uvicorn's HTTP protocol has no {name}"
+        # the door classes a WebSocket by the request's headers and target, before the upgrade
+        http.on_message_begin()
+        http.on_url(b"/ws/channels/main?token=x")
+        assert http.url == b"/ws/channels/main?token=x" and http.scope["headers"] == [], \
+            "uvicorn's HTTP protocol keeps the request target or headers elsewhere"
         ws = opts["ws"](config=cfg, server_state=ServerState(), app_state={}, _loop=loop)
         for name in ("queue", "read_paused", "close_sent", "conn", "transport",
                      "handshake_complete"):

@@ -14,7 +14,7 @@ import uvicorn
 
 from api.addresses import Candidate, advertised, candidates
 from api.app import create_app
-from api.serverglue import uvicorn_options
+from api.serverglue import make_doors, uvicorn_options
 from hall.config import Config
 from hall.hall import Hall
 from yomite.startup import StartupError, bind, lock_journal, raise_open_files
@@ -172,7 +172,9 @@ def serve(config: Config, host: str | None = None, port: int | None = None,
         operator_token = None if config.server.security.operator_token else \
             shared["operator-token"]
     # the door's caps are sized from the open-files limit, raised first where allowed
-    options = uvicorn_options(config, open_files=raise_open_files())
+    open_files = raise_open_files()
+    doors, _backlog = make_doors(config, open_files)
+    options = uvicorn_options(config, open_files, doors)
     sock = bind(h, p, options["backlog"])
     bound = int(sock.getsockname()[1])
     if config.cluster.bus:
@@ -195,7 +197,7 @@ def serve(config: Config, host: str | None = None, port: int | None = None,
     # after 1 ms rather than 5: a hold waits that much less
     sys.setswitchinterval(min(sys.getswitchinterval(), 0.001))
     app = create_app(config, on_ready=ready, listen=(h, bound), operator_token=operator_token,
-                     cluster=cluster)
+                     cluster=cluster, doors=doors)
     # no per-message compression: on a hall's LAN it costs more CPU than it saves, and it
     # would make each phone's frame different (hall/hub.py writes one frame to all)
     # (the WebSocket protocol is the door's subclass of uvicorn's sans-I/O one: api/serverglue.py)

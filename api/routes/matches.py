@@ -47,9 +47,15 @@ async def channels(h: HallDep, p: Who, request: Request) -> list[dict[str, Any]]
 
 @router.get("/api/channels/{ch}", response_model=ChannelState,
              response_model_exclude_unset=True)
-async def channel_state(svc: Ch, p: Who) -> dict[str, Any]:
+async def channel_state(svc: Ch, p: Who, request: Request) -> dict[str, Any]:
     """The channel's full state: phase, card n/N, the current segment (its poem hidden from
-    non-operators until read), countdown, hands up with names, cards read, referees."""
+    non-operators until read), countdown, hands up with names, cards read, referees. A room's
+    state is its class's: 403 `viewer_link_needed` without one of its links or tokens."""
+    if (rooms_of(request).owner(svc.name) is not None and p.channel != svc.name
+            and not p.operates(rooms_of(request).owner(svc.name))):
+        raise ApiError(403, "viewer_link_needed",
+                       "this room is watched with the link its teacher hands out",
+                       "ask the teacher for the room's viewer link")
     return view(svc, p)
 
 

@@ -57,7 +57,7 @@ async def join(svc: Ch, body: JoinRequest, request: Request, response: Response
                        "free disk space or make the journal folder writable") from None
     log.info("referee %s (%r) joined channel %s, token %s…", ref.id, ref.name, svc.name,
              fingerprint(token))
-    svc.broadcast()
+    svc.presence.changed()
     response.set_cookie(PASS_COOKIE, pins.pin_pass(svc.name, svc.pin), max_age=PASS_AGE_S,
                         path=f"/api/channels/{svc.name}/referees", httponly=True,
                         samesite="strict", secure=request.url.scheme == "https")
@@ -115,7 +115,8 @@ async def pin(svc: Ch, _p: Op, request: Request) -> PinAnswer:
     return PinAnswer(pin=svc.pin, join_url=join_url(found[0].base, svc),
                      bases=[JoinBase.model_validate({**c.to_dict(),
                                                      "join_url": join_url(c.base, svc)})
-                            for c in found])
+                            for c in found],
+                     projector_key=svc.view_links.projector_key if svc.view_links else None)
 
 
 @router.post("/api/channels/{ch}/pin", response_model=PinAnswer)

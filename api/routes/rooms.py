@@ -36,16 +36,19 @@ log = logging.getLogger("yomite.api")
 router = APIRouter(tags=["rooms"], responses=ERRORS)
 
 RoomPath = Annotated[str, Path(pattern=ROOM_NAME)]
-Kind = Literal["console", "projector", "speaker", "referee"]
+Kind = Literal["console", "projector", "viewer", "speaker", "referee"]
+KINDS = ("console", "projector", "viewer", "speaker", "referee")
 
 
 def links(request: Request, name: str) -> RoomLinks | None:
     svc = hall_of(request).channels.get(name)
-    if svc is None or svc.speaker_link is None:
+    if svc is None or svc.speaker_link is None or svc.view_links is None:
         return None
     base = join_bases(request)[0].base
     q = quote(name)
-    return RoomLinks(console=f"{base}/console?ch={q}", projector=f"{base}/display/{q}",
+    return RoomLinks(console=f"{base}/console?ch={q}",
+                     projector=svc.view_links.projector_url(base),
+                     viewer=svc.view_links.viewer_url(base),
                      speaker=svc.speaker_link.url(base), referee=join_url(base, svc))
 
 
@@ -63,8 +66,7 @@ def room_answer(request: Request, room: Room) -> RoomAnswer:
         out.clients = len(svc.hub.clients)
         out.phase = m.snapshot.phase.value if m is not None else None
         out.links = links(request, room.name)
-        out.qr = RoomQr(**{k: f"/api/rooms/{q}/qr/{k}.svg"
-                           for k in ("console", "projector", "speaker", "referee")})
+        out.qr = RoomQr(**{k: f"/api/rooms/{q}/qr/{k}.svg" for k in KINDS})
     return out
 
 

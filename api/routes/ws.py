@@ -63,9 +63,20 @@ async def ws(websocket: WebSocket, ch: str) -> None:
         p = VIEWER  # a speaker link replaced since: refused below, with a reason it can read
     operates = p.operates(owner)
     most = rooms.max_clients(ch)
+    # a room's own pages: its referees, speakers and projector (its operators' too); anyone
+    # else watching a room is one of its viewers, and needs its viewer link
+    own_page = operates or (p.channel == ch and (p.role is not Role.VIEWER or p.projector))
     # the close reasons a speaker page gets are codes: the page says each in its language
     refusal = None
-    if speaker and svc.speakers is None:
+    if owner is not None and not speaker and not operates and p.channel != ch:
+        refusal = (1008, "viewer_link_needed")
+    elif own_page and p.projector and sum(
+            c.projector for c in svc.hub.clients) >= config.rooms.max_projectors_per_room:
+        refusal = (1013, "too_many_projectors")
+    elif own_page and p.referee and sum(c.referee == p.referee for c in svc.hub.clients) \
+            >= config.server.referees.sockets_each:
+        refusal = (1013, "too_many_sockets")
+    elif speaker and svc.speakers is None:
         refusal = (1008, "no_browser_speakers")
     elif speaker and not (operates or (p.role is Role.SPEAKER and p.channel == ch)):
         # the schedule names the next card's clips ahead: only the devices the operator
@@ -85,8 +96,8 @@ async def ws(websocket: WebSocket, ch: str) -> None:
     if refusal is None and quiet_s > 0:
         refusal = (1008, "too many messages")
     seated = False
-    if refusal is None and most is not None and not operates:
-        # a room's quota of pages (its organisation's): its operators' consoles always get in
+    if refusal is None and most is not None and not own_page:
+        # a room's quota of viewers (its organisation's): its own pages always get in
         seated = await rooms.pages.take(ch, most)
         if not seated:
             refusal = (1013, "room_full")
@@ -101,7 +112,8 @@ async def ws(websocket: WebSocket, ch: str) -> None:
         client = svc.hub.add(websocket.send_text, websocket.close,
                              operator=operates,
                              referee=p.referee if p.channel == ch else None, name=p.name,
-                             speaker=speaker,
+                             speaker=speaker, viewer=not own_page,
+                             projector=p.projector and p.channel == ch,
                              transport=direct_transport(websocket))
     finally:
         if seated:  # in the hub now, or gone: no longer a page being let in
@@ -116,7 +128,7 @@ async def ws(websocket: WebSocket, ch: str) -> None:
     if speaker and svc.speakers is not None:
         svc.hub.send_to(client, svc.speakers.message())
     if client.referee or speaker:
-        svc.broadcast()  # the console shows who is connected, and how many speakers
+        svc.presence.changed()  # the console shows who is connected, and how many speakers
     try:
         while True:
             text = await websocket.receive_text()
@@ -141,7 +153,7 @@ async def ws(websocket: WebSocket, ch: str) -> None:
     finally:
         svc.hub.remove(client)
         if client.referee or speaker:
-            svc.broadcast()
+            svc.presence.changed()
 
 
 async def _message(svc: ChannelService, auth: Auth, p: Principal, client: Any,

@@ -432,6 +432,13 @@
           showError(new ApiError(0, "room_closed", t("err_room_closed"), ""));
           return;
         }
+        if (ev.reason === "viewer_link_needed") { // a room watched without its link
+          this.ws = null;
+          this.stop();
+          this._setStatus("offline");
+          showError(new ApiError(0, "viewer_link_needed", t("err_viewer_link_needed"), ""));
+          return;
+        }
         if (ev.reason === "room_full" && !this.fullSaid) { // said once; it tries again
           this.fullSaid = true;
           showError(new ApiError(0, "room_full", t("err_room_full"), ""));

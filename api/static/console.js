@@ -165,6 +165,7 @@
 
   let bases = [];
   let speakerLinks = []; // the speaker link (with the channel's speaker key) at each base
+  let projectorKey = null; // the projector link's key (a room's projector needs it)
   let speakerMode = "device"; // the channel's output: browser speakers only with browser/both
 
   /** The PIN, and the join link and QR code at the address phones use: the server offers
@@ -175,6 +176,7 @@
       const p = await Y.api("GET", chPath("/pin"), { token });
       ui.pin.textContent = p.pin;
       bases = p.bases;
+      projectorKey = p.projector_key || null;
       const sp = await Y.api("GET", chPath("/speakers"), { token });
       speakerLinks = sp.bases;
       speakerMode = sp.mode;
@@ -193,9 +195,10 @@
   async function showJoin(b) {
     ui.joinUrl.href = b.join_url;
     ui.joinUrl.textContent = b.join_url;
-    const display = `${b.base}/display/${encodeURIComponent(ch)}`;
+    const display = `${b.base}/display/${encodeURIComponent(ch)}`
+      + (projectorKey ? `#key=${projectorKey}` : "");
     ui.displayUrl.href = display;
-    ui.displayUrl.textContent = display;
+    ui.displayUrl.textContent = display.replace(/#key=.*$/, "#key=•••");
     // the speaker link holds the channel's speaker key: opened here it makes this browser a
     // speaker; its text hides the key (a console may be on the projector) and its QR code is
     // drawn only on request

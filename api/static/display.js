@@ -22,8 +22,15 @@
   let poems = null;
   let offlineTimer = null;
 
+  // a room's projector or viewer link carries its key (#key=…, taken off the address bar),
+  // kept for this channel's next visit; config.yaml's channels need none
+  const VIEW_KEY = `yomite.view.${ch}`;
+  const viewKey = Y.fromHash("key") || Y.load(VIEW_KEY);
+  if (viewKey) Y.save(VIEW_KEY, viewKey);
+
   const countdown = new Y.Countdown(() => renderStage());
   const conn = new Y.Channel(ch, {
+    token: () => viewKey,
     onState: (s) => {
       state = s;
       countdown.update(s.match);

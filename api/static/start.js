@@ -18,7 +18,7 @@
     openRoom: $("open-room"), quota: $("quota"), homeError: $("home-error"), noRooms: $("no-rooms"),
     rooms: $("rooms"), closedTitle: $("closed-title"), closedRooms: $("closed-rooms"),
   };
-  const KINDS = ["console", "projector", "referee", "speaker"];
+  const KINDS = ["console", "projector", "viewer", "referee", "speaker"];
 
   let token = null;
   let me = null; // {name, org, orgName}
