@@ -25,6 +25,7 @@ from tests.clusterprocs import (  # noqa: F401 (broker_fixture: the fixture `bro
     wait_for,
 )
 from tests.natsbroker import Broker
+from tests.serverproc import Server
 
 
 def overwrite(url: str, bucket: str, key: str) -> None:
@@ -43,20 +44,26 @@ def leases(msg: dict[str, Any]) -> bool:
     return "@lease" in {h["referee"] for h in (msg.get("match") or {}).get("holds") or []}
 
 
+def reading_owner(c: Cluster) -> Server:
+    """The one process, owning main and reading a verse of a match."""
+    s = c.owner("main", 60)
+    start_match(s, "main")
+    wait_for(lambda: reading_a_verse(s, "main"), 60, "the owner reading a verse")
+    return s
+
+
 def test_a_lease_its_renewal_finds_lost_stops_the_reading_with_lease_on_the_pages(
         tmp_path: Path, broker: Broker) -> None:
     c = Cluster(tmp_path, broker, 1, ("main",), ttl=6.0,
                 match={"memorise_s": 1, "cards": 12, "prelude": {"enabled": False}}).start()
     try:
-        s = c.owner("main", 60)
-        start_match(s, "main")
-        wait_for(lambda: reading_a_verse(s, "main"), 60, "the owner reading a verse")
+        s = reading_owner(c)
         seen: list[dict[str, Any]] = []
         url = f"ws://{s.host}:{s.port}/ws/channels/main?token={s.token}"
         with wsc.connect(url, open_timeout=20) as ws:
             t0 = time.monotonic()
             overwrite(broker.url, f"{c.prefix}_leases", "ch.main")
-            # the renewal (every ttl/4 = 1.5 s) finds another writer long before the lease's
+            # the renewal (every 0.5 s) finds another writer long before the lease's
             # deadline (ttl − margin = 4.5 s after the last renewal): the runtime has not
             # stopped by itself yet
             while time.monotonic() - t0 < 20:
@@ -67,13 +74,10 @@ def test_a_lease_its_renewal_finds_lost_stops_the_reading_with_lease_on_the_page
                 if msg.get("type") != "state":
                     continue
                 seen.append(msg)
-                holds = {h["referee"] for h in (msg.get("match") or {}).get("holds") or []}
-                if "@lease" in holds:
+                if leases(msg):
                     break
         took = time.monotonic() - t0
-        leased = [m for m in seen
-                  if "@lease" in {h["referee"] for h in (m.get("match") or {}).get("holds")
-                                  or []}]
+        leased = [m for m in seen if leases(m)]
         print(f"the lease overwritten: @lease on the page {took:.2f} s later "
               f"({len(seen)} states)")
         assert leased, "the page never said the reader moved (the reading stopped silently)"
@@ -89,9 +93,7 @@ def test_an_owner_whose_broker_falls_silent_tells_its_pages_after_its_lease_ends
     c = Cluster(tmp_path, broker, 1, ("main",), ttl=6.0,
                 match={"memorise_s": 1, "cards": 12, "prelude": {"enabled": False}}).start()
     try:
-        s = c.owner("main", 60)
-        start_match(s, "main")
-        wait_for(lambda: reading_a_verse(s, "main"), 60, "the owner reading a verse")
+        s = reading_owner(c)
         seen: list[tuple[float, dict[str, Any]]] = []
         url = f"ws://{s.host}:{s.port}/ws/channels/main?token={s.token}"
         assert broker.proc is not None
