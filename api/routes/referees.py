@@ -111,7 +111,8 @@ async def qr(svc: Ch, _p: Op, request: Request,
 def join_bases(request: Request) -> list[Candidate]:
     config: Config = request.app.state.config
     host, port = request.app.state.listen
-    return candidates(host, port, config.server.public_url, str(request.base_url))
+    scheme = "https" if request.app.state.https.tls else "http"
+    return candidates(host, port, config.server.public_url, str(request.base_url), scheme)
 
 
 def join_url(base: str, svc: ChannelService) -> str:

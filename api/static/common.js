@@ -74,8 +74,29 @@
     langListeners.push(f);
   }
 
+  /** Whether this page came over plain http from another machine: whatever the network
+      carries (a PIN, a token, the speaker key) anyone on it can read (the server was started
+      with --insecure-http, or a proxy in front of it serves http). Loopback is this machine. */
+  function insecure() {
+    if (location.protocol !== "http:") return false;
+    const h = location.hostname.replace(/^\[|\]$/g, "").toLowerCase();
+    return !(h === "localhost" || h.endsWith(".localhost") || /^127\./.test(h) || h === "::1");
+  }
+
+  /** Every page served over plain http on a network says so at its top, in its language. */
+  function warnInsecure() {
+    if (!insecure() || !document.body || document.getElementById("insecure-http")) return;
+    const p = document.createElement("p");
+    p.id = "insecure-http";
+    p.className = "insecure-http";
+    p.setAttribute("role", "alert");
+    p.dataset.i18n = "insecure_http";
+    document.body.prepend(p);
+  }
+
   /** Wire every button.lang of the page and translate it once. */
   function initI18n() {
+    warnInsecure();
     for (const b of document.querySelectorAll("button.lang")) {
       b.addEventListener("click", () => setLang(lang === "ja" ? "en" : "ja"));
     }
@@ -722,7 +743,7 @@
 
   window.Y = {
     STRINGS, t, setLang, onLang, initI18n, applyI18n, get lang() { return lang; },
-    load, save, fromHash, operator, api, ApiError, errorText, showError, clearErrors, announce, Channel,
+    insecure, load, save, fromHash, operator, api, ApiError, errorText, showError, clearErrors, announce, Channel,
     COLOURS, phaseText, isRunning, cardText, holdNames, holderName, joinNames, segmentText,
     callText,
     Countdown, fmtTime, poems, el, verse, colourChip, showConnection, vibrate, flash, keepAwake,
