@@ -8,6 +8,8 @@ about a channel that does not exist (404 no_such_channel); routes that are not a
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Annotated, Any
 
 from fastapi import Depends, Request, WebSocket
@@ -25,11 +27,37 @@ from hall.states import OperatorView
 from hall.views import PublicView, public_view
 from hall.wire import to_wire
 
+# A page's WebSocket sends its token as a subprotocol (`yomite.bearer.<base64url of it>`,
+# beside `yomite`), never in its URL: a URL stays in logs, in a proxy's records, in a
+# browser's history (api/static/common.js). `?token=` is still read, for scripts and
+# benches; the access log redacts it (yomite/server.RedactSecrets).
+WS_PROTOCOL = "yomite"
+WS_BEARER = "yomite.bearer."
+
+
+def offered_protocols(websocket: WebSocket) -> list[str]:
+    raw = websocket.headers.get("sec-websocket-protocol", "")
+    return [p.strip() for p in raw.split(",") if p.strip()][:8]
+
+
+def bearer_protocol(websocket: WebSocket) -> str | None:
+    """The token a page sent as a subprotocol; None if none (or one that does not decode)."""
+    for p in offered_protocols(websocket):
+        if p.startswith(WS_BEARER) and len(p) <= 1024:
+            b64 = p[len(WS_BEARER):]
+            try:
+                return base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).decode() or None
+            except (binascii.Error, ValueError):
+                return None
+    return None
+
 
 def token_of(request: Request | WebSocket) -> str | None:
     auth = request.headers.get("authorization", "")
     if auth.lower().startswith("bearer "):
         return auth[7:].strip() or None
+    if isinstance(request, WebSocket) and (sent := bearer_protocol(request)) is not None:
+        return sent
     return request.headers.get("x-yomite-token") or request.query_params.get("token") or None
 
 

@@ -87,7 +87,7 @@ def test_a_teacher_signs_in_opens_a_room_and_its_console(server: Server,
     expect(card.locator(".link-console a")).to_have_attribute("href", f"/console?ch={room}")
     expect(card.locator(".link-projector a")).to_have_attribute("href", f"/display/{room}")
     expect(card.locator(".link-speaker a")).to_contain_text("#key=•••")
-    expect(card.locator(".link-referee a")).to_contain_text(f"/referee/{room}?pin=")
+    expect(card.locator(".link-referee a")).to_contain_text(f"/referee/{room}#pin=")
     card.locator("button.speaker-qr").click()
     expect(card.locator("img.qr")).to_have_count(4)
     expect(page.locator("#quota")).to_have_text("開いている教室: 1 / 20")

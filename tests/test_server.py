@@ -149,12 +149,12 @@ def test_phones_get_the_lan_address_and_a_busy_port_or_folder_is_said_first(tmp_
     try:
         log = a.log()
         assert f"yomite is serving on https://{lan}:{a.port}" in log
-        assert f"referees: https://{lan}:{a.port}/referee/main?pin=" in log
+        assert f"referees: https://{lan}:{a.port}/referee/main#pin=" in log
         assert f"download http://{lan}:{a.port}/ca.crt" in log
         assert "127.0.0.1" not in log.split("scan to referee")[0]
         with httpx2.Client(base_url=a.base, timeout=30) as c:
             p = c.get("/api/channels/main/pin", headers=a.op).json()
-        assert p["join_url"] == f"https://{lan}:{a.port}/referee/main?pin={p['pin']}"
+        assert p["join_url"] == f"https://{lan}:{a.port}/referee/main#pin={p['pin']}"
         assert p["bases"][0]["source"].startswith("default route")
         # over the LAN interface, as a phone that trusts the CA would
         r = httpx2.get(p["join_url"], timeout=30, verify=a.verify)
@@ -208,7 +208,7 @@ def test_phones_get_the_lan_address_and_a_busy_port_or_folder_is_said_first(tmp_
         out = io.StringIO()
         banner(c.app.state.hall, candidates("0.0.0.0", 8123, cfg.server.public_url), TOKEN,
                False, out)
-    assert p["join_url"].startswith("https://yomite.hall.test/referee/main?pin=")
+    assert p["join_url"].startswith("https://yomite.hall.test/referee/main#pin=")
     assert [b["base"] for b in p["bases"]][:2] == ["https://yomite.hall.test",
                                                    f"http://{lan}:8123"]
     assert "yomite is serving on https://yomite.hall.test" in out.getvalue()

@@ -14,6 +14,7 @@ import hashlib
 import ipaddress
 import json
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -21,6 +22,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx2
 import pytest
@@ -250,6 +252,40 @@ def test_loopback_stays_plain_http(tmp_path: Path):
         s.stop()
 
 
+@pytest.mark.server
+def test_a_websocket_takes_its_token_as_a_subprotocol(tmp_path: Path):
+    """What the pages do (api/static/common.js): the token as `yomite.bearer.<base64url>`
+    beside `yomite`, which the server chooses; nothing in the URL."""
+    import base64
+
+    s = Server(tmp_path, CONFIG, TOKEN).start()
+    try:
+        pin = httpx2.get(f"{s.base}/api/channels/main/pin", headers=s.op, timeout=30).json()
+        joined = httpx2.post(f"{s.base}/api/channels/main/referees", timeout=30,
+                             json={"pin": pin["pin"], "name": "sub"}).json()
+
+        async def hello_as(token: str | None) -> tuple[str | None, dict[str, Any]]:
+            offered = ["yomite"]
+            if token:
+                b64 = base64.urlsafe_b64encode(token.encode()).decode().rstrip("=")
+                offered.append(f"yomite.bearer.{b64}")
+            async with websockets.connect(f"ws://127.0.0.1:{s.port}/ws/channels/main",
+                                          subprotocols=offered,  # type: ignore[arg-type]
+                                          open_timeout=30) as ws:
+                msg = json.loads(await asyncio.wait_for(ws.recv(), 30))
+                return ws.subprotocol, msg
+
+        chosen, msg = asyncio.run(hello_as(joined["token"]))
+        assert chosen == "yomite"
+        assert msg["role"] == "referee" and msg["referee"] == joined["referee"]
+        chosen, msg = asyncio.run(hello_as(TOKEN))
+        assert chosen == "yomite" and msg["role"] == "operator"
+        chosen, msg = asyncio.run(hello_as(None))
+        assert chosen == "yomite" and msg["role"] == "viewer"
+    finally:
+        s.stop()
+
+
 # ---------------------------------------------------------------------- real pages
 def trusting_home(tmp: Path, ca: Path) -> Path:
     """A HOME whose NSS database (what Chromium on Linux trusts besides the system's) holds
@@ -266,10 +302,29 @@ def trusting_home(tmp: Path, ca: Path) -> Path:
     return tmp / "home"
 
 
+def no_secret_in(urls: list[str], secrets: dict[str, str]) -> list[str]:
+    """The URLs (their part a browser sends: the fragment never leaves it) that hold one of
+    `secrets`, as it is or percent-encoded, with the secret's name."""
+    found = []
+    for url in urls:
+        sent = url.split("#", 1)[0]
+        for what, secret in secrets.items():
+            if secret in sent or quote(secret, safe="") in sent:
+                found.append(f"{what} in {sent}")
+    return found
+
+
 @pytest.mark.server
 @pytest.mark.browser
-def test_chromium_that_trusts_the_ca_loads_referee_and_speaker_pages_over_https(
+def test_chromium_that_trusts_the_ca_loads_the_pages_over_https_and_no_url_holds_a_secret(
         tmp_path: Path, net: netns.Net):
+    """Real Chromium that trusts the server's CA (its NSS database) joins as a referee by the
+    join link, plays as a speaker by the speaker link (its AudioWorklet gate on: a secure
+    context), runs the console by its link and signs a teacher in by the invite link, over
+    https and wss; every URL those pages request (Playwright's requests and WebSockets, and
+    the server's own access log, which sees the speaker's worker socket too) is free of the
+    PIN, the operator's, the referee's and the teacher's tokens, the speaker key and the
+    invite code, and none stays in the address bar."""
     from playwright.sync_api import expect, sync_playwright
 
     a = net.host("a")
@@ -281,27 +336,44 @@ def test_chromium_that_trusts_the_ca_loads_referee_and_speaker_pages_over_https(
         speaker = httpx2.get(f"{s.base}/api/channels/main/speakers", headers=s.op, verify=ctx,
                              timeout=30).json()["url"]
         assert speaker.startswith(f"{s.base}/speaker/main#key=")
+        org = httpx2.post(f"{s.base}/api/orgs", headers=s.op, verify=ctx, timeout=30,
+                          json={"name": "tls school"}).json()
+        secrets = {"PIN": pin["pin"], "operator token": TOKEN,
+                   "speaker key": speaker.split("#key=", 1)[1], "invite code": org["code"]}
         home = trusting_home(tmp_path, s.ca)
         require_chromium()
         errors: list[str] = []
+        urls: list[str] = []
         with sync_playwright() as pw:
             browser = pw.chromium.launch(
                 executable_path=CHROMIUM, args=[*CHROMIUM_ARGS, *AUDIO_ARGS],
                 env={**os.environ, "HOME": str(home)}, **AUDIO_LAUNCH)
             try:
-                page = watch_errors(browser.new_page(locale="ja-JP"), errors)
-                page.goto(pin["join_url"])  # raises on a certificate Chromium does not trust
-                assert page.evaluate("location.protocol + isSecureContext") == "https:true"
-                page.fill("#name", "tls")
-                page.click("#join-button")
-                expect(page.locator("#live")).to_be_visible(timeout=30_000)
-                expect(page.locator("#conn")).to_have_attribute("data-state", "online",
-                                                                timeout=30_000)
-                assert page.locator("#insecure-http").count() == 0
+                def page(prefix: str) -> Any:
+                    context = browser.new_context(locale="ja-JP")
+                    context.on("request", lambda r: urls.append(r.url))
+                    p = watch_errors(context.new_page(), errors, prefix)
+                    p.on("websocket", lambda w: urls.append(w.url))
+                    return p
 
-                sp = watch_errors(browser.new_page(locale="ja-JP"), errors, "speaker: ")
+                ref = page("referee: ")
+                ref.goto(pin["join_url"])  # raises on a certificate Chromium does not trust
+                assert ref.evaluate("location.protocol + isSecureContext") == "https:true"
+                assert ref.url == f"{s.base}/referee/main", "the PIN left in the address bar"
+                expect(ref.locator("#pin")).to_have_value(pin["pin"])
+                ref.fill("#name", "tls")
+                ref.click("#join-button")
+                expect(ref.locator("#live")).to_be_visible(timeout=30_000)
+                expect(ref.locator("#conn")).to_have_attribute("data-state", "online",
+                                                               timeout=30_000)
+                assert ref.locator("#insecure-http").count() == 0
+                me = json.loads(ref.evaluate("localStorage.getItem('yomite.referee.main')"))
+                secrets["referee token"] = me["token"]
+
+                sp = page("speaker: ")
                 sp.goto(speaker)
                 assert sp.evaluate("isSecureContext") is True
+                assert sp.url == f"{s.base}/speaker/main", "the key left in the address bar"
                 sp.click("#enable")
                 sp.wait_for_function("() => window.Y && Y.speaker && Y.speaker.ready "
                                      "&& Y.speaker.gateSettled", timeout=30_000)
@@ -309,9 +381,45 @@ def test_chromium_that_trusts_the_ca_loads_referee_and_speaker_pages_over_https(
                 assert sp.evaluate("Y.speaker.stats().gate") == "worklet"
                 expect(sp.locator("#conn")).to_have_attribute("data-state", "online",
                                                               timeout=30_000)
+
+                console = page("console: ")
+                console.goto(f"{s.base}/console#token={TOKEN}")
+                expect(console.locator("#conn")).to_have_attribute("data-state", "online",
+                                                                   timeout=30_000)
+                assert TOKEN not in console.url
+                expect(console.locator("#trust")).to_be_visible()
+                expect(console.locator("#trust-fp")).to_have_text(
+                    httpx2.get(f"{s.base}/api/tls", verify=ctx, timeout=30).json()[
+                        "fingerprint_sha256"])
+
+                start = page("start: ")
+                assert org["invite_url"] == f"{s.base}/start#invite={org['code']}"
+                start.goto(org["invite_url"])
+                assert start.url == f"{s.base}/start", "the invite code left in the address bar"
+                expect(start.locator("#code")).to_have_value(org["code"])
+                start.fill("#name", "先生")
+                start.click("#signin-button")
+                expect(start.locator("#home")).to_be_visible(timeout=30_000)
+                secrets["teacher token"] = json.loads(
+                    start.evaluate("localStorage.getItem('yomite.operator')"))
+                for p in (ref, sp, console, start):  # a round of each page's traffic more
+                    p.reload()
+                expect(ref.locator("#conn")).to_have_attribute("data-state", "online",
+                                                               timeout=30_000)
+                expect(console.locator("#conn")).to_have_attribute("data-state", "online",
+                                                                   timeout=30_000)
             finally:
                 browser.close()
         assert not errors, errors
+        assert len(urls) > 20 and any(u.startswith("wss://") for u in urls), urls
+        assert all(u.startswith(("https://", "wss://", "data:")) for u in urls), urls
+        assert not no_secret_in(urls, secrets)
+        # what reached the server: every request line (the worker's WebSocket included)
+        lines = [ln for ln in s.log().splitlines() if '"GET ' in ln or '"WebSocket ' in ln
+                 or '"POST ' in ln]
+        assert any('"WebSocket /ws/channels/main' in ln for ln in lines), lines[-20:]
+        assert not no_secret_in(lines, secrets)
+        assert not [ln for ln in lines if re.search(r"[?&](pin|token|invite|key)=", ln)]
     finally:
         s.stop()
 

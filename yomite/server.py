@@ -98,7 +98,7 @@ def banner(hall: Hall, bases: list[Candidate], token: str, generated: bool,
     for line in https_lines(https, bases, tls_cert):
         print(line, file=out)
     for name, svc in hall.channels.items():
-        join = f"{base}/referee/{name}?pin={svc.pin}"
+        join = f"{base}/referee/{name}#pin={svc.pin}"
         print(f"  channel {name}: audio -> {svc.audio}", file=out)
         print(f"    referees: {join}   (PIN {svc.pin})", file=out)
         print(f"    projector: {base}/display/{name}", file=out)
@@ -116,7 +116,7 @@ def banner(hall: Hall, bases: list[Candidate], token: str, generated: bool,
         import qrcode
 
         qr = qrcode.QRCode(border=1)
-        qr.add_data(f"{base}/referee/{first.name}?pin={first.pin}")
+        qr.add_data(f"{base}/referee/{first.name}#pin={first.pin}")
         print(f"\n  scan to referee channel {first.name}:", file=out)
         qr.print_ascii(out=out, invert=True)
     except Exception as e:  # the QR is a convenience: never a reason not to serve
@@ -125,10 +125,11 @@ def banner(hall: Hall, bases: list[Candidate], token: str, generated: bool,
 
 
 class RedactSecrets(logging.Filter):
-    """Access logs print request lines: a WebSocket's `?token=` and a join link's `?pin=`
-    must never reach them. The query is redacted as the server's parser reads it: a key is
-    percent-decoded (and `+` is a space) before it is compared, so `?%74oken=` (which
-    authenticates as `token`) is redacted too."""
+    """Access logs print request lines: a script's WebSocket `?token=` and an old join link's
+    `?pin=` must never reach them (the pages put no secret in a URL: docs/tls.md). The query
+    is redacted as the server's parser reads it: a key is percent-decoded (and `+` is a
+    space) before it is compared, so `?%74oken=` (which authenticates as `token`) is
+    redacted too."""
 
     SECRET_KEYS = frozenset({"token", "pin", "invite"})
     QUERY = re.compile(r"\?([^\s\"']*)")

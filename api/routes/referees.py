@@ -116,7 +116,9 @@ def join_bases(request: Request) -> list[Candidate]:
 
 
 def join_url(base: str, svc: ChannelService) -> str:
-    return f"{base}/referee/{svc.name}?pin={svc.pin}"
+    """The join link: the PIN in its fragment, which a browser never sends (no server, proxy
+    or log sees it) and the page takes off the address bar at once."""
+    return f"{base}/referee/{svc.name}#pin={svc.pin}"
 
 
 @functools.lru_cache(maxsize=16)

@@ -120,6 +120,13 @@
     } catch (_e) { /* storage full or disabled: nothing to do */ }
   }
 
+  /** A text as base64url without padding (a WebSocket subprotocol's characters). */
+  function b64url(text) {
+    let bin = "";
+    for (const b of new TextEncoder().encode(text)) bin += String.fromCharCode(b);
+    return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  }
+
   /** A secret handed over in the page's link (`#token=…`, `#key=…`: a fragment is never sent
       to a server, nor in a Referer), taken off the address bar at once; null if absent. */
   function fromHash(name) {
@@ -384,12 +391,13 @@
       const base = this.bases[this.at] || location.origin;
       const tok = this.token();
       const params = new URLSearchParams(this.query);
-      if (tok) params.set("token", tok);
       const q = params.toString() ? `?${params}` : "";
+      // the token goes as a subprotocol, never in the URL (a URL stays in logs and history)
+      const protocols = tok ? ["yomite", `yomite.bearer.${b64url(tok)}`] : [];
       let ws;
       try {
         const url = `${base.replace(/^http/, "ws")}/ws/channels/${encodeURIComponent(this.name)}${q}`;
-        ws = this.socket ? this.socket(url) : new WebSocket(url);
+        ws = this.socket ? this.socket(url, protocols) : new WebSocket(url, protocols);
       } catch (_e) {
         this._closed(false);
         return;
