@@ -22,7 +22,7 @@ _OFF_NET = ("198.51.100.1", 9)
 class Candidate:
     """A base URL phones may use, and why it is offered."""
 
-    base: str  # http://192.0.2.2:8080 (no trailing slash)
+    base: str  # https://192.0.2.2:8080 (no trailing slash)
     source: str  # "public_url", "default route (eth0)", "interface wlan0", "this page", "loopback"
 
     @property
@@ -89,10 +89,12 @@ def _url_host(host: str) -> str:
 
 
 def candidates(host: str, port: int, public_url: str | None,
-               own_base: str | None = None) -> list[Candidate]:
+               own_base: str | None = None, scheme: str = "http") -> list[Candidate]:
     """The bases to offer, best first: `public_url`, then (for a server listening on every
     interface) the LAN addresses, then the page's own address if it is none of those; a
-    loopback address only when nothing else is there (the console then warns)."""
+    loopback address only when nothing else is there (the console then warns). `scheme`:
+    `https` on a server with TLS (a page opened over plain http on loopback still gives
+    phones https links)."""
     out: list[Candidate] = []
 
     def add(base: str, source: str) -> None:
@@ -104,23 +106,35 @@ def candidates(host: str, port: int, public_url: str | None,
         add(public_url, "public_url")
     if host in WILDCARDS:
         for addr, source in lan_addresses():
-            add(f"http://{addr}:{port}", source)
+            add(f"{scheme}://{addr}:{port}", source)
     else:
-        add(f"http://{_url_host(host)}:{port}", "server.host")
+        add(f"{scheme}://{_url_host(host)}:{port}", "server.host")
     if own_base:
         add(own_base, "this page")
     reachable = [c for c in out if not c.loopback]
     if reachable:
         return reachable
-    return out or [Candidate(f"http://127.0.0.1:{port}", "loopback")]
+    return out or [Candidate(f"{scheme}://127.0.0.1:{port}", "loopback")]
 
 
-def advertised(host: str, port: int, configured: str | None) -> str:
+def advertised(host: str, port: int, configured: str | None, scheme: str = "http") -> str:
     """This process's own base URL for a cluster's other processes (cluster.advertise):
     the configured one, else the bound address (a wildcard: the default route's address, or
-    127.0.0.1 without one). Never server.public_url: that is the one name of every process."""
+    127.0.0.1 without one), over `scheme` (https on a server with TLS). Never
+    server.public_url: that is the one name of every process."""
     if configured:
         return configured.rstrip("/")
     if host in WILDCARDS:
         host = default_route_address() or "127.0.0.1"
-    return f"http://{_url_host(host)}:{port}"
+    return f"{scheme}://{_url_host(host)}:{port}"
+
+
+def is_loopback_host(host: str) -> bool:
+    """127.0.0.0/8, ::1 or localhost: a server there is reached from this machine only."""
+    h = host.strip().strip("[]").lower()
+    if h == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(h).is_loopback
+    except ValueError:
+        return False

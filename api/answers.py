@@ -118,6 +118,21 @@ class PresetAnswer(Open):
     voice: dict[str, Any] = Field(description="the voice settings it gives")
 
 
+class TlsAnswer(Open):
+    mode: str = Field(description="own_ca: https with this server's own certificate "
+                      "authority; certificate: https with a certificate it was given; "
+                      "insecure: plain http on the network (--insecure-http); plain: plain "
+                      "http on loopback only")
+    https: bool
+    ca_url: str | None = Field(description="where a phone downloads the CA to trust it "
+                               "(plain http, so that it opens before the phone trusts it); "
+                               "own_ca only")
+    fingerprint_sha256: str | None = Field(description="the CA's SHA-256 (own_ca), or the "
+                                           "given certificate's, AB:CD:… as settings show it")
+    uncovered: list[str] = Field(description="names and addresses the CA may not vouch for "
+                                 "(docs/tls.md: make a new CA, or use a real certificate)")
+
+
 class RemovedReferee(Open):
     removed: str
     channel: str

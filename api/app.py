@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
+from api.certs import Https
 from api.deps import peers_of
 from api.desk import routes as tournaments
 from api.doors import Doors, hall_own
 from api.errors import ApiError, install_handlers
 from api.guards import AnonymousRate, BodyLimit, HostCheck, PeerCors, SecurityHeaders
+from api.https import HttpsOnly
 from api.routes import (
     clips,
     health,
@@ -35,6 +37,7 @@ from api.routes import (
     reference,
     rooms,
     speakers,
+    trust,
     ws,
 )
 from api.routes import (
@@ -136,13 +139,16 @@ def create_app(
     cluster: Callable[[Hall], AbstractAsyncContextManager[Any]] | None = None,
     clock: Clock | None = None,
     doors: Doors | None = None,
+    https: Https | None = None,
 ) -> FastAPI:
     """`listen`: the host and port the server is bound to (the join links' port); default
-    the config's. `cluster`: this process is one of a cluster's (cluster.service.joined): the
-    hall starts no channel itself, the cluster starts those whose lease it takes. `clock`:
-    what the rooms' idle time and the PIN waits are measured by (monotonic seconds; a test moves a
-    `reader.clock.ManualClock` by hand). `doors`: the server's door (api.serverglue), told
-    which tokens are the hall's own."""
+    the config's. `https`: how the server speaks to the network (api/certs.py; default plain
+    http): the links it gives are https, and plain http from the network is redirected or
+    refused (api/https.py). `cluster`: this process is one of a cluster's
+    (cluster.service.joined): the hall starts no channel itself, the cluster starts those
+    whose lease it takes. `clock`: what the rooms' idle time and the PIN waits are measured
+    by (monotonic seconds; a test moves a `reader.clock.ManualClock` by hand). `doors`: the
+    server's door (api.serverglue), told which tokens are the hall's own."""
     sec, refs = config.server.security, config.server.referees
     auth = Auth(operator_token or sec.operator_token, sec.pin_attempts_per_minute,
                 store=config.journal_dir / "referees.jsonl",
@@ -255,9 +261,10 @@ def create_app(
     app.state.doors = doors
     app.state.recording = RecordingPack(config.voice.recording_pack, config.match)
     app.state.listen = listen or (config.server.host, config.server.port)
+    app.state.https = https or Https("plain")
     install_handlers(app)
     app.include_router(tournaments.pages)  # before pages' /static/{name}: its strings
-    for module in (health, cluster_routes, reference, matches, preview, history, holds,
+    for module in (health, cluster_routes, reference, trust, matches, preview, history, holds,
                    referees, speakers, clips, ws, recording, orgs, rooms, tournaments, pages):
         app.include_router(module.router)
     # the door, outermost last: a foreign Host, then an oversized body, are refused before
@@ -274,5 +281,7 @@ def create_app(
                                tournaments.UPLOADS: config.desk.max_upload_kb * 1024 + 1})
     # anonymous GETs rate-limited per address before any route does their work
     app.add_middleware(AnonymousRate, config=config, hall_own=own)
+    if app.state.https.tls:  # plain http from the network: the CA, redirects, refusals
+        app.add_middleware(HttpsOnly)
     app.add_middleware(HostCheck, config=config)
     return app

@@ -29,8 +29,10 @@ from hall.wire import to_wire
 
 def token_of(request: Request | WebSocket) -> str | None:
     # the door reads a request's token by the same rule before a route sees it (api.doors)
+    protocols = (request.headers.get("sec-websocket-protocol")
+                 if isinstance(request, WebSocket) else None)
     return token_in(request.headers.get("authorization"), request.headers.get("x-yomite-token"),
-                    request.query_params.get("token"))
+                    request.query_params.get("token"), protocols)
 
 
 def peers_of(app: Any) -> Peers | None:

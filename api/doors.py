@@ -26,6 +26,8 @@ The caps answer 503 through the server's protocols (api/serverglue.py)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import ipaddress
 import struct
@@ -101,13 +103,41 @@ def is_net(group: str) -> bool:
 Headers = Iterable[tuple[bytes, bytes]]
 
 
+# A page's WebSocket sends its token as a subprotocol (`yomite.bearer.<base64url of it>`,
+# beside `yomite`), never in its URL: a URL stays in logs, in a proxy's records, in a
+# browser's history (api/static/common.js). `?token=` is still read, for scripts and
+# benches; the access log redacts it (yomite/server.RedactSecrets).
+WS_PROTOCOL = "yomite"
+WS_BEARER = "yomite.bearer."
+
+
+def offered_protocols(raw: str | None) -> list[str]:
+    """The subprotocols a `Sec-WebSocket-Protocol` header offers (at most 8)."""
+    return [p.strip() for p in (raw or "").split(",") if p.strip()][:8]
+
+
+def bearer_protocol(raw: str | None) -> str | None:
+    """The token a page sent as a subprotocol; None if none (or one that does not decode)."""
+    for p in offered_protocols(raw):
+        if p.startswith(WS_BEARER) and len(p) <= 1024:
+            b64 = p[len(WS_BEARER):]
+            try:
+                return base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).decode() or None
+            except (binascii.Error, ValueError):
+                return None
+    return None
+
+
 def token_in(authorization: str | None, header_token: str | None,
-             query_token: str | None) -> str | None:
+             query_token: str | None, protocols: str | None = None) -> str | None:
     """The token a request carries, where the pages and the API put it: `Authorization:
-    Bearer`, `X-Yomite-Token`, or `?token=` (a WebSocket: a browser cannot set its headers).
+    Bearer`, a WebSocket's subprotocol (`protocols`: its Sec-WebSocket-Protocol header; a
+    browser cannot set a WebSocket's other headers), `X-Yomite-Token`, or `?token=`.
     The one rule for the routes (api.deps.token_of) and the door (`credentials`)."""
     if authorization and authorization.lower().startswith("bearer "):
         return authorization[7:].strip() or None
+    if protocols and (sent := bearer_protocol(protocols)) is not None:
+        return sent
     return header_token or query_token or None
 
 
@@ -116,7 +146,8 @@ def credentials(headers: Headers, target: bytes) -> str | None:
     and its request target), read the way api.deps.token_of reads it."""
     found: dict[bytes, bytes] = {}
     for name, value in headers:
-        if name in (b"authorization", b"x-yomite-token") and name not in found:
+        if name in (b"authorization", b"x-yomite-token", b"sec-websocket-protocol") \
+                and name not in found:
             found[name] = value
     query = None
     q = target.find(b"?")
@@ -128,7 +159,8 @@ def credentials(headers: Headers, target: bytes) -> str | None:
         v = found.get(name)
         return v.decode("latin-1") if v is not None else None
 
-    return token_in(text(b"authorization"), text(b"x-yomite-token"), query)
+    return token_in(text(b"authorization"), text(b"x-yomite-token"), query,
+                    text(b"sec-websocket-protocol"))
 
 
 def close_frame(code: int, reason: str) -> bytes:

@@ -12,6 +12,9 @@ hub writes states to.
   coming for as long is answered 408, a kept-alive connection is closed after `keep_alive_s`
   without a request, and a WebSocket that does not answer the server's pings (`ws_ping_s`) is
   closed. Every connection is held by the door (api/doors.py) from its accept to its close.
+- https and plain http on one port (a server with TLS): a connection whose first byte begins
+  a TLS handshake is wrapped in TLS right there (api/tlsglue.py), any other is plain HTTP
+  (api/https.py says what it may have). The door holds the TCP connection (`_yh_door`).
 
 What is relied on (the classes, hooks and attributes) is checked by tests/test_serverglue.py:
 run it before widening the version bounds in pyproject.toml. Checked with uvicorn 0.54.0
@@ -23,12 +26,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl
 from typing import Any, cast
 
 from fastapi import WebSocket
 
 from api.doors import Doors, address_of, close_frame, door_limits, exempt_addresses
 from api.guards import error_body
+from api.tlsglue import feed, tls_protocol
 from hall.config import Config, LimitsConfig
 from hall.hub import Transport
 
@@ -40,10 +45,12 @@ def _refusal(status: bytes, code: str, detail: str, hint: str, *extra: bytes) ->
             + b"connection: close\r\n\r\n" + body)
 
 
-def door_protocols(limits: LimitsConfig, doors: Doors) -> tuple[type, type]:
+def door_protocols(limits: LimitsConfig, doors: Doors,
+                   tls: ssl.SSLContext | None = None) -> tuple[type, type]:
     """uvicorn's httptools HTTP protocol and its sans-I/O WebSocket protocol, with the door:
     the request head's cap (431), its deadline and the body's (408), and every connection
-    held by `doors` from its accept to its close."""
+    held by `doors` from its accept to its close. `tls`: connections that begin a TLS
+    handshake are served https (wss), the others plain http."""
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
     from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
@@ -54,15 +61,21 @@ def door_protocols(limits: LimitsConfig, doors: Doors) -> tuple[type, type]:
     # an unfinished head is refused once more than a whole read past the cap has arrived
     # since it began, so memory stays bounded and no honest head is refused
     slack = 65536
+    # a TLS transport upgraded to a WebSocket -> the TCP transport the door holds it by
+    door_of: dict[Any, Any] = {}
 
     class DoorHttpProtocol(HttpToolsProtocol):
         _yh_closed = False  # refused at the door: nothing it sends is read
         _yh_timer: asyncio.TimerHandle | None = None
         _yh_heard = False  # a byte of the awaited head has come
         _yh_upgraded = False
+        _yh_sniff = False  # the first bytes decide: TLS or plain
+        _yh_door: Any = None  # the TCP connection's transport, as the door holds it
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
+            self._yh_door = transport
+            self._yh_sniff = tls is not None
             sock = transport.get_extra_info("socket")
             if sock is not None:
                 # what a client sent and the server has not read yet stays in the kernel:
@@ -83,8 +96,24 @@ def door_protocols(limits: LimitsConfig, doors: Doors) -> tuple[type, type]:
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._yh_cancel()
-            doors.release(self.transport)
+            doors.release(self._yh_door)
             super().connection_lost(exc)
+
+        def _yh_start_tls(self, hello: bytes) -> None:
+            """The connection is TLS from here: its protocol wraps this one, and this one
+            speaks HTTP over the TLS transport (uvicorn's connection_made again: the scheme
+            becomes https, the flow control the TLS transport's)."""
+            assert tls is not None
+            raw = self.transport
+            proto = tls_protocol(self.loop, self, tls, head_s)
+            # as loop.start_tls does: reading paused across the change of protocol, so that
+            # uvloop reads into the TLS protocol's buffers from the next byte
+            raw.pause_reading()
+            raw.set_protocol(proto)
+            proto.connection_made(raw)
+            HttpToolsProtocol.connection_made(self, proto._get_app_transport())
+            feed(proto, hello)
+            raw.resume_reading()
 
         # -- what a connection waits for
         def _yh_cancel(self) -> None:
@@ -101,7 +130,7 @@ def door_protocols(limits: LimitsConfig, doors: Doors) -> tuple[type, type]:
             self._yh_cancel()
             self._yh_heard = False
             self._yh_timer = self.loop.call_later(head_s, self._yh_head_late)
-            doors.idle(self.transport, self._yh_give_way)
+            doors.idle(self._yh_door, self._yh_give_way)
 
         def _yh_give_way(self) -> None:
             self._yh_cancel()
@@ -168,7 +197,7 @@ def door_protocols(limits: LimitsConfig, doors: Doors) -> tuple[type, type]:
         def on_headers_complete(self) -> None:
             self._yh_in_head = False
             self._yh_cancel()
-            doors.busy(self.transport)
+            doors.busy(self._yh_door)
             super().on_headers_complete()
             if not (self.parser.should_upgrade() and self._should_upgrade()):
                 # the body (if any) must keep coming: see _yh_body_late
@@ -190,14 +219,14 @@ def door_protocols(limits: LimitsConfig, doors: Doors) -> tuple[type, type]:
             # (a pipelined request that was waiting has just started: not idle then)
             if not self.transport.is_closing() and self._yh_waiting():
                 self._yh_cancel()
-                doors.idle(self.transport, self._yh_give_way)
+                doors.idle(self._yh_door, self._yh_give_way)
 
         def handle_websocket_upgrade(self) -> None:
             # the transport passes to the WebSocket protocol, held by the door as before: as
             # the hall's own, or in the viewers' share (refused here, before the handshake)
             self._yh_upgraded = True
             self._yh_cancel()
-            transport = self.transport
+            transport = self.transport  # the TLS transport on an https connection
             anonymous = doors.anonymous(self.scope["headers"], self.url)
 
             def make_room() -> None:  # a viewer's socket closed for someone else
@@ -205,13 +234,17 @@ def door_protocols(limits: LimitsConfig, doors: Doors) -> tuple[type, type]:
                     transport.write(close_frame(1013, "make_room"))
                     transport.close()
 
-            if not doors.upgrade(transport, address_of(self.client), anonymous, make_room):
+            if not doors.upgrade(self._yh_door, address_of(self.client), anonymous, make_room):
                 self._yh_send(_refusal(
                     b"503 Service Unavailable", "too_many_viewers",
                     "this server holds as many viewers' connections as it takes, from this "
                     "address or in all", "try again in a moment", b"retry-after: 5\r\n"))
                 return
-            super().handle_websocket_upgrade()
+            door_of[transport] = self._yh_door
+            try:
+                super().handle_websocket_upgrade()
+            finally:
+                door_of.pop(transport, None)
 
         def _yh_refuse(self, why: str) -> None:
             self._yh_refused = why
@@ -220,6 +253,11 @@ def door_protocols(limits: LimitsConfig, doors: Doors) -> tuple[type, type]:
         def data_received(self, data: bytes) -> None:
             if self._yh_closed or getattr(self, "_yh_refused", None) is not None:
                 return
+            if self._yh_sniff:
+                self._yh_sniff = False
+                if data[:1] == b"\x16":  # a TLS record of the handshake: a ClientHello
+                    self._yh_start_tls(data)
+                    return
             if self._yh_timer is None and not self._yh_upgraded and self._yh_waiting():
                 # after a response: uvicorn times the silence (keep_alive_s); from the first
                 # byte the next head has its deadline
@@ -258,14 +296,19 @@ def door_protocols(limits: LimitsConfig, doors: Doors) -> tuple[type, type]:
 
     class DoorWebSocketProtocol(WebSocketsSansIOProtocol):
         _yh_backlog = b""
+        _yh_door: Any = None
+
+        def connection_made(self, transport: Any) -> None:
+            self._yh_door = door_of.get(transport, transport)
+            super().connection_made(transport)
 
         def connection_lost(self, exc: Exception | None) -> None:
-            doors.release(self.transport)
+            doors.release(self._yh_door)
             self._yh_backlog = b""
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
-            doors.heard(self.transport)
+            doors.heard(self._yh_door)
             self._yh_backlog += data
             self._yh_parse()
 
@@ -313,15 +356,19 @@ def make_doors(config: Config, open_files: int | None = None) -> tuple[Doors, in
 
 
 def uvicorn_options(config: Config, open_files: int | None = None,
-                    doors: Doors | None = None) -> dict[str, Any]:
+                    doors: Doors | None = None,
+                    tls: ssl.SSLContext | None = None) -> dict[str, Any]:
     """What `yomite serve` gives uvicorn: the door's protocols (HTTP and WebSocket), its
     timeouts and backlog, forwarded headers trusted only from configured proxies, and a
     bounded graceful shutdown. `open_files`: the open-files limit the server runs with
     (default: this process's soft limit now). `doors`: the door to hold connections with
-    (the app tells it which tokens are the hall's own: api.app), else one of its own."""
+    (the app tells it which tokens are the hall's own: api.app), else one of its own.
+    `tls`: the server's TLS, which the door's protocol applies to the connections that
+    begin with a handshake (not uvicorn's `ssl` options: those would refuse the plain http
+    that fetches the CA)."""
     lim, sec = config.server.limits, config.server.security
     own, backlog = make_doors(config, open_files)
-    http, ws = door_protocols(lim, doors if doors is not None else own)
+    http, ws = door_protocols(lim, doors if doors is not None else own, tls)
     return {
         "http": http,
         "ws": ws,

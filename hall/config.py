@@ -193,6 +193,16 @@ class ServerConfig(Frozen):
     # null: the address of this machine's default-route interface.
     public_url: str | None = Field(None, pattern=r"^https?://[^\s/?#]+(/[^\s?#]*)?$",
                                    max_length=200)
+    # https (docs/tls.md). On an address other than loopback the server makes and keeps its
+    # own certificate authority (journal_dir/tls/) and serves https with a certificate it
+    # signs, unless given an association's real certificate here (PEM: the chain, the
+    # server's first, and its unencrypted key; --tls-cert/--tls-key). On loopback: plain http
+    # unless a certificate is given.
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    # plain http on the network (--insecure-http): PINs, tokens and the speaker key travel
+    # in clear, and every page says so; for a hall whose network is its own
+    insecure_http: bool = False
     channels: tuple[ChannelConfig, ...] = (ChannelConfig(name="main"),)
     security: SecurityConfig = SecurityConfig()
     limits: LimitsConfig = LimitsConfig()
@@ -204,6 +214,22 @@ class ServerConfig(Frozen):
     # The event loop's thread real-time (SCHED_RR at this priority) where allowed, below the
     # audio process (4) and the sound server; 0: ordinary scheduling at `nice`.
     realtime_priority: int = Field(1, ge=0, le=3)
+
+    @field_validator("tls_cert", "tls_key")
+    @classmethod
+    def _tls_path(cls, v: Path | None) -> Path | None:
+        if v is not None and not 0 < len(str(v)) <= MAX_PATH:
+            raise ValueError(f"a path of 1 to {MAX_PATH} characters")
+        return v
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> Self:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key go together (the certificate and its key)")
+        if self.tls_cert is not None and self.insecure_http:
+            raise ValueError("insecure_http serves plain http: leave it out with a "
+                             "certificate (tls_cert), or leave the certificate out")
+        return self
 
     @field_validator("channels")
     @classmethod

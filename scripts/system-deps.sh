@@ -8,12 +8,13 @@
 #                                 # an encoder and decoder independent of PyAV, which makes the
 #                                 # tests' files of every container and checks the Opus lengths;
 #                                 # iptables and iproute2: the partition tests' network
-#                                 # namespaces and packet filters)
+#                                 # namespaces and packet filters; libnss3-tools: certutil, which
+#                                 # makes the TLS tests' Chromium trust a server's own CA)
 # As root it calls apt-get; otherwise sudo if available; otherwise it prints the command to run.
 set -euo pipefail
 want=(libportaudio2 libasound2-plugins pulseaudio-utils espeak-ng)
 if [ "${1:-run}" = test ]; then
-    want+=(pulseaudio chromium fonts-noto-cjk rubberband-cli ffmpeg nats-server postgresql iptables iproute2)
+    want+=(pulseaudio chromium fonts-noto-cjk rubberband-cli ffmpeg nats-server postgresql iptables iproute2 libnss3-tools)
 fi
 missing=()
 for p in "${want[@]}"; do

@@ -2,9 +2,11 @@
 its output kept for inspection."""
 
 import contextlib
+import ipaddress
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -31,12 +33,17 @@ class Server:
     def __init__(self, tmp: Path, config: dict[str, Any], token: str,
                  host: str = "127.0.0.1", deck_key: bytes | None = None,
                  yomite: Path = YOMITE, env: dict[str, str] | None = None,
-                 netns: str | None = None) -> None:
+                 netns: str | None = None, tls: bool = False) -> None:
         """`deck_key`: the server's key of the reading orders, given (written where the
         server keeps it) so that a test may know the order a seed gives:
         `Deck.build(colors=..., seed=..., key=deck_key)`. `yomite` and `env`: another
         installation's command and its environment (tests/test_wheel.py). `netns`: a network
-        namespace to run in (`ip netns exec`, tests/netns.py), `host` its address there."""
+        namespace to run in (`ip netns exec`, tests/netns.py), `host` its address there.
+        `tls`: on an address other than loopback, the server's own https (its CA in
+        `self.ca`, its clients verify with `self.verify`); without it such a server is
+        started `--insecure-http`, as the tests of other things than https want (plain
+        http, the pages' warning shown)."""
+        self.tls = tls
         self.yomite = yomite
         self.env = env
         self.tmp = tmp
@@ -53,6 +60,7 @@ class Server:
             keyfile.write_text(deck_key.hex(), "utf-8")
         server = cfg.setdefault("server", {})
         server.setdefault("security", {})["operator_token"] = token
+        self.ca = Path(cfg["journal_dir"]) / "tls" / "ca.crt"
         self.config_path = tmp / "config.yaml"
         self.config_path.write_text(yaml.safe_dump(cfg, allow_unicode=True), "utf-8")
         self.log_path = tmp / "server.log"
@@ -65,6 +73,8 @@ class Server:
         the files the server may write does not apply to its log."""
         args = [str(self.yomite), "--config", str(self.config_path), "serve", "--host",
                 self.host, "--port", str(self.port)]
+        if not self.tls and not self._loopback():
+            args.append("--insecure-http")
         if self.netns is not None:
             args = ["ip", "netns", "exec", self.netns, *args]  # execs in place: same pid
         with open(self.log_path, "ab") as log:  # the child keeps its own descriptor
@@ -89,7 +99,10 @@ class Server:
             try:
                 # a health check on a busy machine may take a while: a slow answer is no
                 # reason to ask again
-                if httpx2.get(f"{self.base}/api/health", timeout=10).status_code == 200:
+                if self.base.startswith("https:") and not self.ca.exists():
+                    pass  # the CA is made at start: not yet
+                elif httpx2.get(f"{self.base}/api/health", timeout=10,
+                                verify=self.verify).status_code == 200:
                     return self
             except httpx2.TransportError:
                 pass
@@ -100,10 +113,29 @@ class Server:
         raise RuntimeError(f"yomite serve did not come up in {timeout} s:\n{self.log()}")
 
     def _url(self) -> str:
-        # a server on every address is asked on loopback; one on a given address (a
-        # namespace's, which the root namespace reaches over a bridge) on that address
+        # a server on every address is asked on loopback (plain http there, with or without
+        # TLS); one on a given address (a namespace's, which the root namespace reaches over a
+        # bridge) on that address, over https when it has its own
         host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
-        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
+        scheme = "https" if self.tls and not self._loopback(host) else "http"
+        return f"{scheme}://{f'[{host}]' if ':' in host else host}:{self.port}"
+
+    def _loopback(self, host: str | None = None) -> bool:
+        h = (host or self.host).strip("[]")
+        if h == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(h).is_loopback
+        except ValueError:
+            return False
+
+    @property
+    def verify(self) -> ssl.SSLContext | bool:
+        """What a client of this server verifies its certificate with: the server's own CA
+        (once it was made), else the default."""
+        if self.tls and self.ca.exists():
+            return ssl.create_default_context(cafile=str(self.ca))
+        return True
 
     def _lost_port(self, attempt: int) -> bool:
         """The server exited because its port was taken, on a try that may be repeated."""

@@ -88,7 +88,7 @@ def test_the_desk_starts_a_round_a_referee_enters_a_result_and_the_projector_cha
         chan = desk.locator("#referees .round[data-channel=a]")
         expect(chan.locator(".pin b")).to_have_text(pin)
         expect(chan.locator(".qr svg")).to_have_count(1)
-        assert f"/referee/a?pin={pin}" in (chan.locator(".qr").get_attribute("data-url") or "")
+        assert f"/referee/a#pin={pin}" in (chan.locator(".qr").get_attribute("data-url") or "")
         a_mats = next(b for b in d.view()["blocks"] if b["channel"] == "a")["all_mats"]
         left = [m for m in a_mats if m not in (1, 2)]
         expect(chan.locator(".unwatched")).to_contain_text(

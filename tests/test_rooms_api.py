@@ -65,7 +65,7 @@ def test_the_admin_makes_an_organisation_a_teacher_redeems_its_code(server: Serv
     assert re.fullmatch(r"o-[a-z0-9]{8}", org["id"])
     # 8 characters of an alphabet without look-alikes, and a link that carries it
     assert re.fullmatch(r"[2-9A-HJKMNP-Z]{8}", org["code"])
-    assert org["invite_url"] == f"{server.base}/start?invite={org['code']}"
+    assert org["invite_url"] == f"{server.base}/start#invite={org['code']}"
     assert (org["max_open_rooms"], org["max_clients_per_room"]) == (3, 5)  # the config's
     assert org["id"] in [o["id"] for o in call(server, "GET", "/api/orgs", TOKEN).json()]
     # typed as a person types it: lower case, a hyphen in the middle
@@ -111,7 +111,7 @@ def test_a_room_opens_with_links_that_work(server: Server) -> None:
     assert links["viewer"].startswith(f"{server.base}/display/{ch}#key=")
     assert link_key(links["viewer"]) != link_key(links["projector"])
     assert links["speaker"].startswith(f"{server.base}/speaker/{ch}#key=")
-    assert re.fullmatch(rf"{re.escape(server.base)}/referee/{ch}\?pin=[0-9]{{6}}",
+    assert re.fullmatch(rf"{re.escape(server.base)}/referee/{ch}#pin=[0-9]{{6}}",
                         links["referee"])
     for kind in ("console", "projector", "viewer", "speaker", "referee"):
         r = call(server, "GET", room["qr"][kind], token)

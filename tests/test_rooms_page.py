@@ -91,7 +91,7 @@ def test_a_teacher_signs_in_opens_a_room_and_its_console(server: Server,
     expect(card.locator(".link-viewer a")).to_have_attribute(
         "href", re.compile(rf"^/display/{room}#key=[\w-]+$"))
     expect(card.locator(".link-speaker a")).to_contain_text("#key=•••")
-    expect(card.locator(".link-referee a")).to_contain_text(f"/referee/{room}?pin=")
+    expect(card.locator(".link-referee a")).to_contain_text(f"/referee/{room}#pin=")
     card.locator("button.speaker-qr").click()
     expect(card.locator("img.qr")).to_have_count(5)
     expect(page.locator("#quota")).to_have_text("開いている教室: 1 / 20")

@@ -124,9 +124,11 @@ def test_tokens_never_reach_the_log(server):
 
 def test_phones_get_the_lan_address_and_a_busy_port_or_folder_is_said_first(tmp_path):
     """Item 1: listening on every interface, the banner, the join link and the QR code carry
-    the default route's address (this machine's name resolves to loopback), and a phone-like
-    client reaches the referee page there. Item 10: a second server on the same port, or in
-    the same journal folder, stops at once with the reason and prints no links."""
+    the default route's address (this machine's name resolves to loopback), over https with
+    the server's own CA (docs/tls.md), and a phone-like client that trusts the CA reaches the
+    referee page there; plain http from that address is sent to https, while this machine's
+    own loopback is still served plain http. Item 10: a second server on the same port, or
+    in the same journal folder, stops at once with the reason and prints no links."""
     import subprocess
     import sys
     from pathlib import Path
@@ -141,19 +143,25 @@ def test_phones_get_the_lan_address_and_a_busy_port_or_folder_is_said_first(tmp_
     assert lan is not None, "the test needs a LAN address"
     config = {"voice": {"engine": "estimate"}, "audio": {"output": "null"}}
     (tmp_path / "a").mkdir()
-    a = Server(tmp_path / "a", config, TOKEN, host="0.0.0.0")
+    a = Server(tmp_path / "a", config, TOKEN, host="0.0.0.0", tls=True)
+    assert a.base.startswith("http://127.0.0.1:")  # loopback: plain http on a TLS server
     a.start()
     try:
         log = a.log()
-        assert f"yomite is serving on http://{lan}:{a.port}" in log
-        assert f"referees: http://{lan}:{a.port}/referee/main?pin=" in log
+        assert f"yomite is serving on https://{lan}:{a.port}" in log
+        assert f"referees: https://{lan}:{a.port}/referee/main#pin=" in log
+        assert f"download http://{lan}:{a.port}/ca.crt" in log
         assert "127.0.0.1" not in log.split("scan to referee")[0]
         with httpx2.Client(base_url=a.base, timeout=30) as c:
             p = c.get("/api/channels/main/pin", headers=a.op).json()
-        assert p["join_url"] == f"http://{lan}:{a.port}/referee/main?pin={p['pin']}"
+        assert p["join_url"] == f"https://{lan}:{a.port}/referee/main#pin={p['pin']}"
         assert p["bases"][0]["source"].startswith("default route")
-        r = httpx2.get(p["join_url"], timeout=30)  # over the LAN interface, as a phone would
+        # over the LAN interface, as a phone that trusts the CA would
+        r = httpx2.get(p["join_url"], timeout=30, verify=a.verify)
         assert r.status_code == 200 and "referee.js" in r.text
+        r = httpx2.get(f"http://{lan}:{a.port}/referee/main", timeout=30)
+        assert r.status_code == 308
+        assert r.headers["location"] == f"https://{lan}:{a.port}/referee/main"
         svg = httpx2.get(f"{a.base}/api/channels/main/qr.svg",
                          params={"base": "http://evil.example"}, headers=a.op, timeout=30)
         assert svg.status_code == 422 and svg.json()["error"] == "unknown_base"
@@ -200,7 +208,7 @@ def test_phones_get_the_lan_address_and_a_busy_port_or_folder_is_said_first(tmp_
         out = io.StringIO()
         banner(c.app.state.hall, candidates("0.0.0.0", 8123, cfg.server.public_url), TOKEN,
                False, out)
-    assert p["join_url"].startswith("https://yomite.hall.test/referee/main?pin=")
+    assert p["join_url"].startswith("https://yomite.hall.test/referee/main#pin=")
     assert [b["base"] for b in p["bases"]][:2] == ["https://yomite.hall.test",
                                                    f"http://{lan}:8123"]
     assert "yomite is serving on https://yomite.hall.test" in out.getvalue()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi import FastAPI, WebSocket
+from fastapi import FastAPI, Request, WebSocket
 from websockets.sync.client import connect
 
 from api.serverglue import direct_transport, uvicorn_options
@@ -31,8 +31,8 @@ HTTP_HOOKS = {"connection_made": ["transport"], "connection_lost": ["exc"],
               "on_headers_complete": [], "on_body": ["body"], "on_message_complete": [],
               "on_response_complete": [], "handle_websocket_upgrade": [],
               "data_received": ["data"], "send_400_response": ["msg"]}
-WS_HOOKS = {"connection_lost": ["exc"], "data_received": ["data"], "receive": [],
-            "send": ["message"]}
+WS_HOOKS = {"connection_made": ["transport"], "connection_lost": ["exc"],
+            "data_received": ["data"], "receive": [], "send": ["message"]}
 
 
 def _params(f: Any) -> list[str]:
@@ -121,15 +121,16 @@ def test_the_hall_does_not_import_the_server():
 
 # ---------------------------------------------------------------------- a real server
 @contextlib.contextmanager
-def serving(app: Any, config: Config) -> Iterator[int]:
+def serving(app: Any, config: Config, loop: str = "asyncio",
+            options: dict[str, Any] | None = None) -> Iterator[int]:
     import uvicorn
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, loop="asyncio", lifespan="off",
-                                           log_level="warning", ws_max_size=65536,
-                                           **uvicorn_options(config, open_files=4096)))
+    server = uvicorn.Server(uvicorn.Config(
+        app, loop=loop, lifespan="off", log_level="warning", ws_max_size=65536,
+        **(options or uvicorn_options(config, open_files=4096))))
     thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])))
     thread.start()
     try:
@@ -181,3 +182,58 @@ def test_the_fast_path_and_the_header_cap_on_a_real_uvicorn():
             head = s.recv(4096)
             assert head.startswith(b"HTTP/1.1 431"), \
                 f"the door's header cap did not answer 431 (got {head[:40]!r})"
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_https_and_plain_http_on_one_port_through_the_door(tmp_path: Path, loop: str):
+    """api/tlsglue.py: a connection that begins a TLS handshake is served https (the hub's
+    direct path writes through TLS), any other plain http, on one port, under both event
+    loops; every connection is released by the door when it ends, a handshake refused by a
+    client that does not trust the certificate too."""
+    import ssl
+    import time
+
+    from api.certs import Names, own_ca
+    from api.doors import Doors
+    from api.serverglue import door_protocols
+
+    https = own_ca(tmp_path / "tls", Names.of(["localhost", "127.0.0.1"]))
+    assert https.context is not None
+    config = Config()
+    doors = Doors(64, 64)
+    http, ws = door_protocols(config.server.limits, doors, https.context)
+    options = {**uvicorn_options(config, open_files=4096), "http": http, "ws": ws}
+    client = ssl.create_default_context(cafile=str(tmp_path / "tls" / "ca.crt"))
+    seen: list[str] = []
+    app = _app()
+
+    @app.get("/scheme")
+    async def scheme(request: Request) -> dict[str, str]:
+        seen.append(request.url.scheme)
+        return {"scheme": request.url.scheme}
+
+    def get(port: int, tls: bool) -> bytes:
+        raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+        with client.wrap_socket(raw, server_hostname="127.0.0.1") if tls else raw as s:
+            s.sendall(b"GET /scheme HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            data = b""
+            while chunk := s.recv(4096):
+                data += chunk
+            return data
+
+    with serving(app, config, loop, options) as port:
+        assert get(port, tls=True).endswith(b'{"scheme":"https"}')
+        assert get(port, tls=False).endswith(b'{"scheme":"http"}')
+        with connect(f"wss://127.0.0.1:{port}/ws", ssl=client, compression=None,
+                     open_timeout=10) as c:
+            assert c.recv(timeout=10) == "written straight to the socket"
+            assert len(doors) >= 1
+        # a client that does not trust the certificate ends the handshake
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+                pytest.raises(ssl.SSLCertVerificationError):
+            ssl.create_default_context().wrap_socket(raw, server_hostname="127.0.0.1").close()
+        deadline = time.monotonic() + 10
+        while len(doors) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(doors) == 0, "a connection the door held was never released"
+    assert seen == ["https", "http"]

@@ -27,6 +27,7 @@ WEIGHTS_S: dict[str, int] = {
     "test_cluster_brokers.py": 230,  # measured alone (three broker nodes, four losses, TTL 30)
     "test_cluster_bus_security.py": 80,  # measured alone (open and closed brokers, TLS)
     "test_netns.py": 25,  # measured alone (namespaces, cuts, loss, the relay)
+    "test_tls.py": 55,  # measured alone (servers in namespaces, Chromium trusting their CA)
     "test_tenure.py": 10,
     "test_cluster_lease.py": 8,
     "test_fuzz.py": 103,

@@ -18,7 +18,7 @@ from audio.config import VoiceEngine
 from audio.errors import AudioError
 from hall.config import Config, load_config
 from reader.errors import ReaderError
-from yomite import clustercmd, offline
+from yomite import clustercmd, https, offline
 from yomite.startup import StartupError
 
 
@@ -293,6 +293,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if getattr(args, "journal_dir", None):
         overrides["journal_dir"] = Path(args.journal_dir)
     overrides.update(clustercmd.overrides(cfg, args))  # --bus, --bus-insecure
+    cfg = https.with_arguments(cfg, args)  # --tls-cert, --tls-key, --insecure-http
     if overrides:
         cfg = cfg.model_copy(update=overrides)
     clustercmd.check(cfg)  # a broker anyone may use, a missing or wrong key: exit 2
@@ -327,6 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--open", action="store_true",
                    help="open the operator's console in this computer's browser once serving "
                    "(what `yomite` with no command does)")
+    https.add_serve_arguments(s)  # --tls-cert, --tls-key, --insecure-http
     clustercmd.add_serve_arguments(s)  # --bus URL, --bus-insecure
     s.add_argument("--journal-dir", default=None, metavar="DIR",
                    help="this process's own folder for journals and keys (default journal_dir; "

@@ -12,11 +12,13 @@ from urllib.parse import unquote_plus
 
 import uvicorn
 
-from api.addresses import Candidate, advertised, candidates
+from api.addresses import WILDCARDS, Candidate, advertised, candidates
 from api.app import create_app
+from api.certs import Https
 from api.serverglue import make_doors, uvicorn_options
 from hall.config import Config
 from hall.hall import Hall
+from yomite.https import https_for
 from yomite.startup import StartupError, bind, lock_journal, raise_open_files
 
 log = logging.getLogger("yomite.server")
@@ -40,14 +42,51 @@ def console_link_file(hall: Hall, link: str) -> Path | None:
     return path
 
 
+def local_base(host: str, port: int, https: Https) -> str | None:
+    """Where a browser on this machine opens the pages without a certificate to trust: plain
+    http on loopback (a server with TLS serves it there too: api/https.py); None for a
+    server bound to one address of the network only."""
+    if host in WILDCARDS:
+        return f"http://{'[::1]' if host == '::' else '127.0.0.1'}:{port}"
+    if not https.tls and host in ("127.0.0.1", "::1", "localhost"):
+        return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    return None
+
+
+def https_lines(https: Https, bases: list[Candidate], config_tls: str | None) -> list[str]:
+    """What the banner says of https: how phones trust the server, or that they cannot."""
+    if https.mode == "own_ca":
+        ca = "http://" + bases[0].base.split("://", 1)[1] + "/ca.crt"
+        lines = ["  https with this server's own certificate authority: each phone or "
+                 "Chromebook trusts it once",
+                 f"    download {ca} (its QR code is on the console) and compare its SHA-256:",
+                 f"    {https.fingerprint}"]
+        if https.uncovered:
+            lines.append("  WARNING: the certificate authority may not vouch for "
+                         f"{', '.join(https.uncovered)}: browsers will refuse those names. "
+                         "Remove ca.crt and ca.key from journal_dir/tls to make a new one "
+                         "(phones trust it again), or set server.tls_cert (docs/tls.md)")
+        return lines
+    if https.mode == "certificate":
+        return [f"  https with the certificate {config_tls} (SHA-256 {https.fingerprint})"]
+    if https.mode == "insecure":
+        return ["  WARNING: plain http on the network (--insecure-http): PINs, tokens and the "
+                "speaker key travel in clear, and every page says so"]
+    return []
+
+
 def banner(hall: Hall, bases: list[Candidate], token: str, generated: bool,
-           out: TextIO = sys.stdout) -> None:
+           out: TextIO = sys.stdout, https: Https | None = None,
+           local: str | None = None) -> None:
     base = bases[0].base
+    https = https or Https("plain")
     print(f"\nyomite is serving on {base}", file=out)
     link = f"{base}/console#token={token}"
     kept = console_link_file(hall, link)
     if out.isatty():  # the operator at the keyboard: the link to open
         print(f"  operator console: {link}", file=out)
+        if local is not None and https.tls:
+            print(f"    on this computer: {local}/console#token={token}", file=out)
     else:  # a service's log is read by others: the token stays out of it
         where = f"in {kept}, readable by this user only" if kept else "not kept (see above)"
         print(f"  operator console: {base}/console (the link with the operator's token is "
@@ -55,8 +94,11 @@ def banner(hall: Hall, bases: list[Candidate], token: str, generated: bool,
     if generated:
         print("  (operator token generated for this run; set server.security.operator_token "
               "in config.yaml to keep one)", file=out)
+    tls_cert = str(hall.config.server.tls_cert) if hall.config.server.tls_cert else None
+    for line in https_lines(https, bases, tls_cert):
+        print(line, file=out)
     for name, svc in hall.channels.items():
-        join = f"{base}/referee/{name}?pin={svc.pin}"
+        join = f"{base}/referee/{name}#pin={svc.pin}"
         print(f"  channel {name}: audio -> {svc.audio}", file=out)
         print(f"    referees: {join}   (PIN {svc.pin})", file=out)
         print(f"    projector: {base}/display/{name}", file=out)
@@ -74,7 +116,7 @@ def banner(hall: Hall, bases: list[Candidate], token: str, generated: bool,
         import qrcode
 
         qr = qrcode.QRCode(border=1)
-        qr.add_data(f"{base}/referee/{first.name}?pin={first.pin}")
+        qr.add_data(f"{base}/referee/{first.name}#pin={first.pin}")
         print(f"\n  scan to referee channel {first.name}:", file=out)
         qr.print_ascii(out=out, invert=True)
     except Exception as e:  # the QR is a convenience: never a reason not to serve
@@ -83,10 +125,11 @@ def banner(hall: Hall, bases: list[Candidate], token: str, generated: bool,
 
 
 class RedactSecrets(logging.Filter):
-    """Access logs print request lines: a WebSocket's `?token=` and a join link's `?pin=`
-    must never reach them. The query is redacted as the server's parser reads it: a key is
-    percent-decoded (and `+` is a space) before it is compared, so `?%74oken=` (which
-    authenticates as `token`) is redacted too."""
+    """Access logs print request lines: a script's WebSocket `?token=` and an old join link's
+    `?pin=` must never reach them (the pages put no secret in a URL: docs/tls.md). The query
+    is redacted as the server's parser reads it: a key is percent-decoded (and `+` is a
+    space) before it is compared, so `?%74oken=` (which authenticates as `token`) is
+    redacted too."""
 
     SECRET_KEYS = frozenset({"token", "pin", "invite"})
     QUERY = re.compile(r"\?([^\s\"']*)")
@@ -156,6 +199,11 @@ def serve(config: Config, host: str | None = None, port: int | None = None,
     h = host or config.server.host
     p = port or config.server.port
     lock = lock_journal(config.journal_dir, p)
+    try:
+        https = https_for(config, h)
+    except StartupError:
+        lock.close()
+        raise
     cluster = None
     operator_token = None
     if config.cluster.bus:
@@ -174,22 +222,23 @@ def serve(config: Config, host: str | None = None, port: int | None = None,
     # the door's caps are sized from the open-files limit, raised first where allowed
     open_files = raise_open_files()
     doors, _backlog = make_doors(config, open_files)
-    options = uvicorn_options(config, open_files, doors)
+    options = uvicorn_options(config, open_files, doors, tls=https.context)
     sock = bind(h, p, options["backlog"])
     bound = int(sock.getsockname()[1])
     if config.cluster.bus:
         from cluster.service import joined, node_name
 
         cluster = joined(config, config.cluster.bus, node_name(),
-                         advertised(h, bound, config.cluster.advertise))
+                         advertised(h, bound, config.cluster.advertise, https.scheme))
 
     def ready(hall: Hall, token: str, generated: bool) -> None:
         # at the end of start-up, so the threads and workers started meanwhile keep `nice`
         hall.scheduling = realtime_loop(config.server.realtime_priority)
-        bases = candidates(h, bound, config.server.public_url)
-        banner(hall, bases, token, generated)
+        bases = candidates(h, bound, config.server.public_url, scheme=https.scheme)
+        local = local_base(h, bound, https)
+        banner(hall, bases, token, generated, https=https, local=local)
         if open_console:
-            open_console_page(f"{bases[0].base}/console#token={token}")
+            open_console_page(f"{local or bases[0].base}/console#token={token}")
 
     with contextlib.suppress(OSError):  # not permitted: ordinary priority
         os.setpriority(os.PRIO_PROCESS, 0, config.server.nice)
@@ -197,7 +246,7 @@ def serve(config: Config, host: str | None = None, port: int | None = None,
     # after 1 ms rather than 5: a hold waits that much less
     sys.setswitchinterval(min(sys.getswitchinterval(), 0.001))
     app = create_app(config, on_ready=ready, listen=(h, bound), operator_token=operator_token,
-                     cluster=cluster, doors=doors)
+                     cluster=cluster, doors=doors, https=https)
     # no per-message compression: on a hall's LAN it costs more CPU than it saves, and it
     # would make each phone's frame different (hall/hub.py writes one frame to all)
     # (the WebSocket protocol is the door's subclass of uvicorn's sans-I/O one: api/serverglue.py)

@@ -44,7 +44,8 @@ def orgs_of(request: Request) -> Orgs:
 
 
 def invite_url(request: Request, code: str) -> str:
-    return f"{join_bases(request)[0].base}/start?invite={code}"
+    # the code in the fragment: never sent to a server, taken off the address bar at once
+    return f"{join_bases(request)[0].base}/start#invite={code}"
 
 
 def org_answer(request: Request, org: Org) -> OrgAnswer:

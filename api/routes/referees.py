@@ -148,11 +148,14 @@ async def qr(svc: Ch, _p: Op, request: Request,
 def join_bases(request: Request) -> list[Candidate]:
     config: Config = request.app.state.config
     host, port = request.app.state.listen
-    return candidates(host, port, config.server.public_url, str(request.base_url))
+    scheme = "https" if request.app.state.https.tls else "http"
+    return candidates(host, port, config.server.public_url, str(request.base_url), scheme)
 
 
 def join_url(base: str, svc: ChannelService) -> str:
-    return f"{base}/referee/{svc.name}?pin={svc.pin}"
+    """The join link: the PIN in its fragment, which a browser never sends (no server, proxy
+    or log sees it) and the page takes off the address bar at once."""
+    return f"{base}/referee/{svc.name}#pin={svc.pin}"
 
 
 @functools.lru_cache(maxsize=16)

@@ -15,6 +15,7 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
 from api.deps import peers_of, rooms_of, token_of, typed_view
+from api.doors import WS_PROTOCOL, offered_protocols
 from api.errors import ApiError
 from api.protocol import CLIENT, HoldMessage, Ping, Report, Sync
 from api.routes.holds import hold_target
@@ -102,7 +103,11 @@ async def ws(websocket: WebSocket, ch: str) -> None:
         if not seated:
             refusal = (1013, "room_full")
     try:
-        await websocket.accept()
+        # a page that sent its token as a subprotocol is answered with `yomite` (a browser
+        # that offered subprotocols drops a connection that chose none)
+        offered = offered_protocols(websocket.headers.get("sec-websocket-protocol"))
+        chosen = WS_PROTOCOL if WS_PROTOCOL in offered else None
+        await websocket.accept(subprotocol=chosen)
         if refusal is not None:  # accepted first, so that a browser can read the reason
             await websocket.close(code=refusal[0], reason=refusal[1])
             return

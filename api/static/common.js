@@ -74,8 +74,29 @@
     langListeners.push(f);
   }
 
+  /** Whether this page came over plain http from another machine: whatever the network
+      carries (a PIN, a token, the speaker key) anyone on it can read (the server was started
+      with --insecure-http, or a proxy in front of it serves http). Loopback is this machine. */
+  function insecure() {
+    if (location.protocol !== "http:") return false;
+    const h = location.hostname.replace(/^\[|\]$/g, "").toLowerCase();
+    return !(h === "localhost" || h.endsWith(".localhost") || /^127\./.test(h) || h === "::1");
+  }
+
+  /** Every page served over plain http on a network says so at its top, in its language. */
+  function warnInsecure() {
+    if (!insecure() || !document.body || document.getElementById("insecure-http")) return;
+    const p = document.createElement("p");
+    p.id = "insecure-http";
+    p.className = "insecure-http";
+    p.setAttribute("role", "alert");
+    p.dataset.i18n = "insecure_http";
+    document.body.prepend(p);
+  }
+
   /** Wire every button.lang of the page and translate it once. */
   function initI18n() {
+    warnInsecure();
     for (const b of document.querySelectorAll("button.lang")) {
       b.addEventListener("click", () => setLang(lang === "ja" ? "en" : "ja"));
     }
@@ -97,6 +118,13 @@
       if (value === null || value === undefined) localStorage.removeItem(key);
       else localStorage.setItem(key, JSON.stringify(value));
     } catch (_e) { /* storage full or disabled: nothing to do */ }
+  }
+
+  /** A text as base64url without padding (a WebSocket subprotocol's characters). */
+  function b64url(text) {
+    let bin = "";
+    for (const b of new TextEncoder().encode(text)) bin += String.fromCharCode(b);
+    return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
   }
 
   /** A secret handed over in the page's link (`#token=…`, `#key=…`: a fragment is never sent
@@ -363,12 +391,13 @@
       const base = this.bases[this.at] || location.origin;
       const tok = this.token();
       const params = new URLSearchParams(this.query);
-      if (tok) params.set("token", tok);
       const q = params.toString() ? `?${params}` : "";
+      // the token goes as a subprotocol, never in the URL (a URL stays in logs and history)
+      const protocols = tok ? ["yomite", `yomite.bearer.${b64url(tok)}`] : [];
       let ws;
       try {
         const url = `${base.replace(/^http/, "ws")}/ws/channels/${encodeURIComponent(this.name)}${q}`;
-        ws = this.socket ? this.socket(url) : new WebSocket(url);
+        ws = this.socket ? this.socket(url, protocols) : new WebSocket(url, protocols);
       } catch (_e) {
         this._closed(false);
         return;
@@ -729,7 +758,7 @@
 
   window.Y = {
     STRINGS, t, setLang, onLang, initI18n, applyI18n, get lang() { return lang; },
-    load, save, fromHash, operator, api, ApiError, errorText, showError, clearErrors, announce, Channel,
+    insecure, load, save, fromHash, operator, api, ApiError, errorText, showError, clearErrors, announce, Channel,
     COLOURS, phaseText, isRunning, cardText, holdNames, holderName, joinNames, segmentText,
     callText,
     Countdown, fmtTime, poems, el, verse, colourChip, showConnection, vibrate, flash, keepAwake,

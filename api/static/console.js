@@ -34,6 +34,8 @@
     volumeOut: $("volume-out"), projFull: $("proj-full"), projLeft: $("proj-left"), speakers: $("speakers"), speakerUrl: $("speaker-url"),
     speakerRow: $("speaker-row"), speakerHint: $("speaker-hint"), speakerOff: $("speaker-off"),
     speakerQrShow: $("speaker-qr-show"), speakerQr: $("speaker-qr"), speakerNew: $("speaker-new"),
+    trust: $("trust"), trustQr: $("trust-qr"), trustUrl: $("trust-url"), trustFp: $("trust-fp"),
+    trustUncovered: $("trust-uncovered"),
     kimarijiList: $("kimariji-list"), kimarijiChanged: $("kimariji-changed"),
     underruns: $("underruns"), render: $("render"), renderBar: $("render-bar"),
   };
@@ -167,6 +169,7 @@
   let speakerLinks = []; // the speaker link (with the channel's speaker key) at each base
   let projectorKey = null; // the projector link's key (a room's projector needs it)
   let speakerMode = "device"; // the channel's output: browser speakers only with browser/both
+  let tls = null; // GET /api/tls: how phones reach this server, and the CA they trust
 
   /** The PIN, and the join link and QR code at the address phones use: the server offers
       every address it has (server.public_url first, else the default route's); the choice
@@ -180,6 +183,7 @@
       const sp = await Y.api("GET", chPath("/speakers"), { token });
       speakerLinks = sp.bases;
       speakerMode = sp.mode;
+      if (tls === null) tls = await Y.api("GET", "/api/tls");
       const saved = Y.load(BASE_KEY);
       const chosen = bases.find((b) => b.base === saved) || bases[0];
       ui.joinBase.replaceChildren(...bases.map((b) => Y.el("option", { value: b.base },
@@ -215,11 +219,29 @@
     ui.speakerQr.replaceChildren();
     ui.loopback.hidden = !b.loopback;
     await drawQr(ui.qr, `/qr.svg?base=${encodeURIComponent(b.base)}`, b.join_url);
+    await showTrust(b);
+  }
+
+  /** How a phone or a Chromebook trusts this server once (its own certificate authority):
+      the CA's address at the chosen base over plain http (it opens before the device trusts
+      the server), its QR code, and its SHA-256 to compare with what the device shows. */
+  async function showTrust(b) {
+    const own = tls && tls.mode === "own_ca";
+    ui.trust.hidden = !own;
+    ui.trustUncovered.hidden = !(own && tls.uncovered.length);
+    if (!own) return;
+    ui.trustUncovered.textContent = t("trust_uncovered", { names: tls.uncovered.join(", ") });
+    const url = `http://${b.base.split("://")[1]}/ca.crt`;
+    ui.trustUrl.href = url;
+    ui.trustUrl.textContent = url;
+    ui.trustFp.textContent = tls.fingerprint_sha256;
+    await drawQr(ui.trustQr, `/api/tls/qr.svg?base=${encodeURIComponent(b.base)}`, url);
   }
 
   /** Draw the QR code of `path` (an SVG the server makes) into `box`, labelled with `url`. */
   async function drawQr(box, path, url) {
-    const svgText = await (await Y.api("GET", chPath(path), { token, raw: true })).text();
+    const full = path.startsWith("/api/") ? path : chPath(path);
+    const svgText = await (await Y.api("GET", full, { token, raw: true })).text();
     const svg = new DOMParser().parseFromString(svgText, "image/svg+xml").documentElement;
     if (svg.nodeName.toLowerCase() !== "svg") return;
     svg.removeAttribute("width");

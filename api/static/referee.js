@@ -196,14 +196,22 @@
   });
 
   // ------------------------------------------------------------------ joining
+  // The join link's PIN (#pin=…: a fragment never reaches a server, nor a log), taken off the
+  // address bar at once so that it stays in no history; an old link's ?pin=… too.
+  const linkPin = (() => {
+    const old = new URLSearchParams(location.search).get("pin");
+    const pin = Y.fromHash("pin") || old || "";
+    if (old) history.replaceState(null, "", location.pathname);
+    return pin.replace(/\D/g, "");
+  })();
+
   function showJoin(note) {
     ui.live.hidden = true;
     ui.conn.hidden = true;
     ui.join.hidden = false;
     ui.joinNote.hidden = !note;
     ui.joinNote.textContent = note || "";
-    const params = new URLSearchParams(location.search);
-    if (!ui.pin.value) ui.pin.value = (params.get("pin") || "").replace(/\D/g, "");
+    if (!ui.pin.value) ui.pin.value = linkPin;
     if (!ui.name.value) ui.name.value = Y.load(NAME_KEY, "") || "";
     (ui.pin.value ? ui.name : ui.pin).focus();
   }

@@ -47,7 +47,7 @@ onmessage = (e) => {
   } else if (m.op === "open") {
     let ws;
     try {
-      ws = new WebSocket(m.url);
+      ws = new WebSocket(m.url, m.protocols || []);
     } catch (_e) {
       postMessage({ id: m.id, ev: "close", code: 1006, reason: "", wasClean: false });
       return;

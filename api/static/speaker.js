@@ -228,7 +228,7 @@
 
   /** What Y.Channel needs of a WebSocket, the socket itself being the worker's. */
   class WorkerSocket {
-    constructor(url) {
+    constructor(url, protocols) {
       socketId += 1;
       this.id = socketId;
       this.readyState = WebSocket.CONNECTING;
@@ -238,7 +238,7 @@
       this.onclose = null;
       this.onerror = null;
       sockets.set(this.id, this);
-      worker.postMessage({ op: "open", id: this.id, url });
+      worker.postMessage({ op: "open", id: this.id, url, protocols });
     }
 
     send(data) {
@@ -275,7 +275,7 @@
 
   // ------------------------------------------------------------------ the connection
   const conn = new Y.Channel(ch, {
-    socket: worker ? (url) => new WorkerSocket(url) : null,
+    socket: worker ? (url, protocols) => new WorkerSocket(url, protocols) : null,
     query: { audience: "speaker" },
     token: () => key,
     onHello: () => {

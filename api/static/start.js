@@ -294,12 +294,12 @@
     ui.openRoom.textContent = t("start_open_room");
   });
   document.title = `yomite ${t("start_title")}`;
-  const params = new URLSearchParams(location.search);
-  const invite = params.get("invite");
-  if (invite) { // the code stays out of the address bar (and of a bookmark)
-    ui.code.value = invite;
-    history.replaceState(null, "", location.pathname + location.hash);
-  }
+  // the invite code (#invite=…: a fragment never reaches a server; an old link's ?invite=…
+  // too) stays out of the address bar, the history and a bookmark
+  const oldInvite = new URLSearchParams(location.search).get("invite");
+  const invite = Y.fromHash("invite") || oldInvite;
+  if (oldInvite) history.replaceState(null, "", location.pathname + location.hash);
+  if (invite) ui.code.value = invite;
   (async () => {
     token = Y.operator.token();
     if (!token) return showSignin();
