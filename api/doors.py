@@ -377,3 +377,16 @@ def exempt_addresses(config: Config) -> Callable[[str], bool]:
         return any(ip in net for net in nets)
 
     return exempt
+
+
+def make_doors(config: Config, open_files: int | None = None) -> tuple[Doors, int]:
+    """The door sized for `open_files` (default: this process's soft limit now), and the
+    listen backlog that goes with it."""
+    import resource
+
+    if open_files is None:
+        open_files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    sizes = door_limits(config.server.limits, open_files)
+    return Doors(sizes.connections, sizes.per_address, exempt_addresses(config),
+                 viewers=sizes.viewers, viewers_per_address=sizes.viewers_per_address,
+                 ipv6_net_addresses=sizes.ipv6_net_addresses), sizes.backlog

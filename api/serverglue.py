@@ -31,7 +31,7 @@ from typing import Any, cast
 
 from fastapi import WebSocket
 
-from api.doors import Doors, address_of, close_frame, door_limits, exempt_addresses
+from api.doors import Doors, address_of, close_frame, make_doors
 from api.guards import error_body
 from api.tlsglue import feed, tls_protocol
 from hall.config import Config, LimitsConfig
@@ -340,19 +340,6 @@ def door_protocols(limits: LimitsConfig, doors: Doors,
                 self.transport.close()
 
     return DoorHttpProtocol, DoorWebSocketProtocol
-
-
-def make_doors(config: Config, open_files: int | None = None) -> tuple[Doors, int]:
-    """The door sized for `open_files` (default: this process's soft limit now), and the
-    listen backlog that goes with it."""
-    import resource
-
-    if open_files is None:
-        open_files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    sizes = door_limits(config.server.limits, open_files)
-    return Doors(sizes.connections, sizes.per_address, exempt_addresses(config),
-                 viewers=sizes.viewers, viewers_per_address=sizes.viewers_per_address,
-                 ipv6_net_addresses=sizes.ipv6_net_addresses), sizes.backlog
 
 
 def uvicorn_options(config: Config, open_files: int | None = None,

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 from nats.aio.client import Client as NATS
 
 from cluster.seal import Sealer, SealError, loose_permissions
-from hall.config import ClusterConfig
+from hall.clusterconfig import ClusterConfig
 
 log = logging.getLogger("yomite.cluster")
 

@@ -22,7 +22,7 @@ from cluster.access import AccessError, BusAccess, anonymous, on_loopback, open_
 from cluster.bus import Bus
 from cluster.seal import SealError
 from cluster.shared import agree_on_key
-from hall.config import ClusterConfig
+from hall.clusterconfig import ClusterConfig
 
 log = logging.getLogger("yomite.cluster")
 

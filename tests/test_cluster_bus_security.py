@@ -35,7 +35,7 @@ from cluster.bus import Bus
 from cluster.messages import item_request
 from cluster.preflight import check_broker
 from cluster.seal import Sealer, is_sealed
-from hall.config import ClusterConfig
+from hall.clusterconfig import ClusterConfig
 from reader.events import OPERATOR, Hold
 from tests import tlsfiles
 from tests.clusterprocs import (

@@ -8,7 +8,7 @@ import pytest
 
 from cluster.access import AccessError, BusAccess, on_loopback, redacted
 from cluster.seal import MAGIC, Sealer, SealError, write_key_file
-from hall.config import ClusterConfig
+from hall.clusterconfig import ClusterConfig
 from yomite.cli import main
 
 

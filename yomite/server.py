@@ -15,7 +15,8 @@ import uvicorn
 from api.addresses import WILDCARDS, Candidate, advertised, candidates
 from api.app import create_app
 from api.certs import Https
-from api.serverglue import make_doors, uvicorn_options
+from api.doors import make_doors
+from api.serverglue import uvicorn_options
 from hall.config import Config
 from hall.hall import Hall
 from yomite.https import https_for
