@@ -19,6 +19,7 @@ from hall.hub import Hub
 from hall.keyfile import load_key
 from hall.loopwatch import LoopWatch
 from hall.pins import kept_pin
+from hall.presses import Presses
 from hall.runtime import ChannelRuntime
 from hall.seam import CensusPort
 from hall.sinks import NoDevice, SinkFactory, default_sink, output_info
@@ -85,6 +86,7 @@ class Hall:
             pin_path=pin_path, pin_digits=digits,
             channel_changes_per_s=refs.channel_changes_per_s,
             channel_changes_burst=refs.channel_changes_burst,
+            presses=Presses(refs.press_max_age_s, refs.press_grace_s),
         )
         svc.speaker_link = SpeakerLink(ch.name, config.journal_dir / ch.name / "speaker.key",
                                        auth)

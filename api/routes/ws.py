@@ -18,7 +18,7 @@ from api.deps import peers_of, rooms_of, token_of, typed_view
 from api.doors import WS_PROTOCOL, offered_protocols
 from api.errors import ApiError
 from api.protocol import CLIENT, HoldMessage, Ping, Report, Sync
-from api.routes.holds import hold_target
+from api.routes.holds import hold_target, refusal
 from api.serverglue import direct_transport
 from cluster.peers import Peers, origin_of
 from hall.auth import VIEWER, Auth, Principal, Role
@@ -28,6 +28,7 @@ from hall.config import Config
 from hall.errors import ChannelStopped
 from hall.hall import Hall
 from hall.hub import state_message
+from hall.presses import Outcome
 from reader.errors import ReaderError
 from reader.events import OPERATOR, Hold, Release
 
@@ -179,7 +180,10 @@ async def _message(svc: ChannelService, auth: Auth, p: Principal, client: Any,
         svc.hub.send_to(client, {"type": "error", "error": "bad_message", "detail": detail})
         return True
     if isinstance(msg, Ping):
-        svc.hub.send_to(client, {"type": "pong", "seq": svc.seq})
+        pong: dict[str, Any] = {"type": "pong", "seq": svc.seq}
+        if svc.runtime is not None:
+            pong["s"] = svc.clock_s()  # the clock a referee page times its presses on
+        svc.hub.send_to(client, pong)
         return True
     if isinstance(msg, Sync):
         svc.hub.send_to(client, svc.sync(msg.model_dump(exclude_none=True)))
@@ -209,7 +213,18 @@ async def _message(svc: ChannelService, auth: Auth, p: Principal, client: Any,
         return True
     ev: Hold | Release = Hold(rid, p.name) if isinstance(msg, HoldMessage) else Release(rid)
     try:
-        await svc.hand(ev, trusted=p.role is Role.OPERATOR)
+        v = await svc.press(ev, msg.press(), trusted=p.role is Role.OPERATOR)
+        if v.refused:
+            no = refusal(v)
+            svc.hub.send_to(client, {"type": "error", "error": no.code, "detail": no.detail,
+                                     "move": v.move, "reason": v.outcome.value})
+        elif v.outcome is Outcome.SUPERSEDED:
+            svc.hub.send_to(client, {
+                "type": "error", "error": "press_superseded", "move": v.move, "last": v.last,
+                "detail": f"move {v.move} is older than move {v.last}, already taken: "
+                          "ignored (the state says where the hand is)"})
+        if not v.apply:  # answered with the state as it is (unchanged: no broadcast)
+            svc.hub.send_to(client, state_message(typed_view(svc, p)))
     except ReaderError as e:
         svc.hub.send_to(client, {"type": "error", "error": "illegal_move", "detail": str(e)})
     except ChannelStopped as e:  # not sent, expired (a cluster), stopping: said as such
