@@ -26,6 +26,9 @@ class Hello(_Message):
         "one of a cluster's processes: the live processes' addresses (cluster.advertise), "
         "this one first; a page opened at one of them reconnects to the next when its own "
         "dies. Absent on one machine"))
+    press_max_age_s: float | None = Field(None, description=(
+        "a referee's (and the operator's): a hold that reaches the server older than this "
+        "is refused (press_stale); a page that has no answer by then may say so"))
 
 
 class State(ChannelState):

@@ -126,6 +126,8 @@ async def ws(websocket: WebSocket, ch: str) -> None:
             rooms.pages.seated(ch)
     hello: dict[str, Any] = {"type": "hello", "role": p.role.value, "referee": p.referee,
                              "channel": ch}
+    if p.referee or operates:  # how long a press of theirs may take: the page's deadline
+        hello["press_max_age_s"] = config.server.referees.press_max_age_s
     if peers is not None and peers.live:
         # a cluster's processes, this one first: where the page reconnects if this one dies
         hello["peers"] = peers.live
