@@ -20,7 +20,6 @@ from hall.hub import Client, Hub
 from hall.inbox import Item
 from hall.pins import new_pin
 from hall.presence import Presence
-from hall.presses import Press, Presses, Verdict, position_of
 from hall.seam import NOWHERE, CensusPort, Elsewhere, Latest, RuntimePort, SpeakersPort
 from hall.speaker import SpeakerFeed
 from hall.speakerlink import SpeakerLink
@@ -47,8 +46,7 @@ class ChannelService:
                  debounce_s: float = 0.0, *, changes_per_s: float = 1e9,
                  changes_burst: int = 1000000, pin_path: Path | None = None,
                  pin_digits: int = 6, channel_changes_per_s: float = 1e9,
-                 channel_changes_burst: int = 1000000,
-                 presses: Presses | None = None) -> None:
+                 channel_changes_burst: int = 1000000) -> None:
         self.name = name
         self.hub = hub
         self.pin = pin
@@ -64,8 +62,6 @@ class ChannelService:
         self.speaker_link: SpeakerLink | None = None  # who may be a speaker (Hall sets it)
         self.view_links: ViewLinks | None = None  # who may watch a room (Hall sets it)
         self.presence = Presence(self.broadcast)  # told as referees and speakers come and go
-        # the referees' moves: each applied once, none after a newer one, no stale hold
-        self.presses = presses if presses is not None else Presses()
         self._last_change: dict[str, float] = {}
         self._tokens: dict[str, tuple[float, float]] = {}  # referee: (tokens, at)
         # releases waiting for their budget, the last intent of each referee, in the order
@@ -128,26 +124,6 @@ class ChannelService:
         tokens, at = self._channel_tokens
         return min(float(self.channel_changes_burst),
                    tokens + (now - at) * self.channel_changes_per_s)
-
-    def clock_s(self) -> float:
-        """The channel's match clock now (the states' `at_s` and `started_s`; a pong's `s`):
-        the clock a referee page's presses are timed on."""
-        assert self.runtime is not None
-        return self.runtime.match_clock.now()
-
-    async def press(self, event: Hold | Release, press: Press, *,
-                    trusted: bool = False) -> Verdict:
-        """A press of a referee's page (its move, what the phone saw: hall.presses): applied
-        by `hand` if the rule says so; the verdict says what was done."""
-        verdict = self.presses.judge(event.referee, isinstance(event, Hold), press,
-                                     self.clock_s())
-        if verdict.apply:
-            await self.hand(event, trusted=trusted)
-        elif verdict.refused:
-            log.info("channel %s: %s's %s (move %s) refused: %s (age %s s, moved on %s s)",
-                     self.name, event.referee, type(event).__name__.lower(), press.move,
-                     verdict.outcome.value, _s(verdict.age_s), _s(verdict.late_s))
-        return verdict
 
     async def hand(self, event: Hold | Release, *, trusted: bool = False) -> None:
         """A referee's hand goes up or down.
@@ -271,7 +247,6 @@ class ChannelService:
             return False
         self.auth.remove(rid)  # OSError if the removal cannot be recorded: nothing changed
         self._pending.pop(rid, None)
-        self.presses.forget(rid)
         if self.runtime is not None:
             m = self._state.match
             if m is not None and any(h.referee == rid for h in m.snapshot.holds):
@@ -331,17 +306,6 @@ class ChannelService:
 
     def on_state(self, state: ChannelState) -> None:
         self._state = state
-        m = state.match
-        if m is None:
-            self.presses.observe(None, 0.0)
-        else:
-            s = m.snapshot
-            seg = s.segment
-            self.presses.observe(
-                position_of(s.card, None if seg is None else seg.card,
-                            None if seg is None else seg.verse,
-                            None if seg is None else seg.label),
-                s.at_s if seg is None else seg.started_s)
         self.broadcast()
 
     def referees(self) -> tuple[RefereeView, ...]:
@@ -440,10 +404,6 @@ class ChannelService:
                 self._listeners.remove(listener)
 
         return unsubscribe
-
-
-def _s(v: float | None) -> str:
-    return "-" if v is None else f"{v:.2f}"
 
 
 async def _close(close: Callable[[int, str], Any], reason: str) -> None:

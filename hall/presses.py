@@ -22,14 +22,27 @@ page estimates it (`at_s`). The rule, per referee:
   kept from silencing the reading;
 - a press without a move (an older page, a script) is applied as before.
 
-Pure: no clock is read and nothing waits; the caller passes the time (the channel's match
-clock, on which the states' `started_s` are measured) and the states' positions.
+`Presses` is pure: no clock is read and nothing waits; the caller passes the time (the
+channel's match clock, on which the states' `started_s` are measured) and the states.
+`ChannelPresses` puts it in front of one channel's hands (hall.seam.ChannelPort.hand), with the
+clock given.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from reader.events import Hold, Release
+
+if TYPE_CHECKING:
+    from hall.seam import ChannelPort, Latest
+    from hall.states import ChannelState
+
+log = logging.getLogger("yomite.hall")
 
 # a verse's rank within its card: a gap ranks with the verse before it; what follows the last
 # lower verse (the extra call, the end of the match) ranks after all of them
@@ -93,6 +106,12 @@ class Verdict:
     age_s: float | None = None  # how old the press was when it arrived
     late_s: float | None = None  # how long before it arrived the reading had moved on
 
+    def __str__(self) -> str:
+        def s(v: float | None) -> str:
+            return "-" if v is None else f"{v:.2f} s"
+        return f"{self.outcome.value} (move {self.move}, age {s(self.age_s)}, " \
+            f"moved on {s(self.late_s)} before)"
+
     @property
     def apply(self) -> bool:
         return self.outcome is Outcome.APPLY
@@ -127,6 +146,19 @@ class Presses:
             self._reached.clear()  # a new match, or a card read again: a new history
         self._reached.append((where, started_s))
         del self._reached[:-16]
+
+    def see(self, state: ChannelState) -> None:
+        """`observe` a channel's state."""
+        m = state.match
+        if m is None:
+            self.observe(None, 0.0)
+            return
+        s = m.snapshot
+        seg = s.segment
+        if seg is None:
+            self.observe(position_of(s.card, None, None, None), s.at_s)
+        else:
+            self.observe(position_of(s.card, seg.card, seg.verse, seg.label), seg.started_s)
 
     def moved_on_at(self, seen: Position) -> float | None:
         """When the reading first left what a phone saw (None: it has not)."""
@@ -171,3 +203,29 @@ class Presses:
 
     def forget(self, referee: str) -> None:
         self._last.pop(referee, None)
+
+
+class ChannelPresses:
+    """One channel's presses: the rule in front of its hands. `clock` is the channel's match
+    clock (the states' `at_s`; the pongs' `s`, which a referee page times its presses on);
+    `see` is to be subscribed to the channel's states."""
+
+    def __init__(self, rule: Presses, port: ChannelPort, clock: Callable[[], float]) -> None:
+        self.rule = rule
+        self.port = port
+        self.clock = clock
+
+    def see(self, latest: Latest) -> None:
+        self.rule.see(latest.state.state)
+
+    async def press(self, event: Hold | Release, press: Press, *,
+                    trusted: bool = False) -> Verdict:
+        """A referee page's press: the hand moved (ChannelPort.hand) if the rule applies it;
+        the verdict says what was done."""
+        v = self.rule.judge(event.referee, isinstance(event, Hold), press, self.clock())
+        if v.apply:
+            await self.port.hand(event, trusted=trusted)
+        elif v.refused:
+            log.info("channel %s: %s's %s refused: %s", self.port.name, event.referee,
+                     "hold" if isinstance(event, Hold) else "release", v)
+        return v

@@ -19,7 +19,6 @@ from typing import Any, Protocol
 
 from audio.output.events import SinkStats
 from hall.inbox import Item
-from hall.presses import Press, Verdict
 from hall.recovery import RecoveryReport
 from hall.states import ChannelState, OperatorView, SpeakerHealth
 from reader.clock import Clock
@@ -51,16 +50,6 @@ class ChannelPort(Protocol):
     async def hand(self, event: Hold | Release, *, trusted: bool = False) -> None:
         """A referee's hand up (applied at once) or down (budgeted per referee and per channel
         unless `trusted`: the operator)."""
-        ...
-
-    async def press(self, event: Hold | Release, press: Press, *,
-                    trusted: bool = False) -> Verdict:
-        """A referee page's press (its move and what the phone saw): `hand` if the rule of
-        hall.presses applies it; the verdict says what was done."""
-        ...
-
-    def clock_s(self) -> float:
-        """The channel's match clock now, on which presses are timed."""
         ...
 
     def latest(self) -> Latest:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
 
-from api.deps import Ch, Who, auth_of, view
+from api.deps import Ch, Who, auth_of, presses_of, view
 from api.errors import ApiError
 from api.models import ERRORS, REFEREE_ID, HandState, HoldRequest, ReleaseRequest
 from hall.auth import Principal, Role
@@ -82,7 +82,7 @@ async def raise_hold(svc: Ch, p: Who, referee: RefereePath, request: Request,
     name = (body.name if body and body.name else "") or (ref.name if ref else "") or (
         "operator" if rid == OPERATOR else rid)
     press = body.press() if body else Press()
-    v = await svc.press(Hold(rid, name), press)
+    v = await presses_of(request, svc.name).press(Hold(rid, name), press)
     if v.refused:
         raise refusal(v)
     return answered(view(svc, p), v, press)
@@ -90,12 +90,13 @@ async def raise_hold(svc: Ch, p: Who, referee: RefereePath, request: Request,
 
 @router.delete("/api/channels/{ch}/holds/{referee}", response_model=HandState,
                response_model_exclude_unset=True)
-async def lower_hold(svc: Ch, p: Who, referee: RefereePath,
+async def lower_hold(svc: Ch, p: Who, referee: RefereePath, request: Request,
                      body: ReleaseRequest | None = None) -> dict[str, Any]:
     """Lower a hand; when every hand is down, reading resumes after the lead-in. With a
     `move` (a JSON body): applied once, and never after a newer move; never refused for its
     age."""
     rid = hold_target(svc, p, referee)
     press = body.press() if body else Press()
-    v = await svc.press(Release(rid), press, trusted=p.role is Role.OPERATOR)
+    v = await presses_of(request, svc.name).press(Release(rid), press,
+                                                  trusted=p.role is Role.OPERATOR)
     return answered(view(svc, p), v, press)

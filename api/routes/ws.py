@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
-from api.deps import peers_of, rooms_of, token_of, typed_view
+from api.deps import peers_of, presses_of, rooms_of, token_of, typed_view
 from api.doors import WS_PROTOCOL, offered_protocols
 from api.errors import ApiError
 from api.protocol import CLIENT, HoldMessage, Ping, Report, Sync
@@ -28,7 +28,7 @@ from hall.config import Config
 from hall.errors import ChannelStopped
 from hall.hall import Hall
 from hall.hub import state_message
-from hall.presses import Outcome
+from hall.presses import ChannelPresses, Outcome
 from reader.errors import ReaderError
 from reader.events import OPERATOR, Hold, Release
 
@@ -151,7 +151,7 @@ async def ws(websocket: WebSocket, ch: str) -> None:
                     break
                 if wait > 0:
                     await asyncio.sleep(wait)
-            if not await _message(svc, auth, p, client, text):
+            if not await _message(svc, presses_of(websocket, ch), auth, p, client, text):
                 await websocket.close(code=1008, reason="removed by the operator")
                 break
     except WebSocketDisconnect:
@@ -164,8 +164,8 @@ async def ws(websocket: WebSocket, ch: str) -> None:
             svc.presence.changed()
 
 
-async def _message(svc: ChannelService, auth: Auth, p: Principal, client: Any,
-                   text: str) -> bool:
+async def _message(svc: ChannelService, presses: ChannelPresses, auth: Auth, p: Principal,
+                   client: Any, text: str) -> bool:
     """Apply one message; False when the connection must end (the referee was removed)."""
     if len(text) > 4096:
         svc.hub.send_to(client, {"type": "error", "error": "too_large",
@@ -184,7 +184,7 @@ async def _message(svc: ChannelService, auth: Auth, p: Principal, client: Any,
     if isinstance(msg, Ping):
         pong: dict[str, Any] = {"type": "pong", "seq": svc.seq}
         if svc.runtime is not None:
-            pong["s"] = svc.clock_s()  # the clock a referee page times its presses on
+            pong["s"] = presses.clock()  # the clock a referee page times its presses on
         svc.hub.send_to(client, pong)
         return True
     if isinstance(msg, Sync):
@@ -215,7 +215,7 @@ async def _message(svc: ChannelService, auth: Auth, p: Principal, client: Any,
         return True
     ev: Hold | Release = Hold(rid, p.name) if isinstance(msg, HoldMessage) else Release(rid)
     try:
-        v = await svc.press(ev, msg.press(), trusted=p.role is Role.OPERATOR)
+        v = await presses.press(ev, msg.press(), trusted=p.role is Role.OPERATOR)
         if v.refused:
             no = refusal(v)
             svc.hub.send_to(client, {"type": "error", "error": no.code, "detail": no.detail,
