@@ -34,6 +34,9 @@ from reader.events import OPERATOR, Hold, Release
 
 log = logging.getLogger("yomite.api")
 
+PING_TEXT = '{"type":"ping"}'
+PING = Ping(type="ping")
+
 router = APIRouter()
 
 
@@ -171,8 +174,10 @@ async def _message(svc: ChannelService, presses: ChannelPresses, auth: Auth, p: 
         svc.hub.send_to(client, {"type": "error", "error": "too_large",
                                  "detail": "messages are at most 4096 bytes"})
         return True
+    # a referee page pings twice a second: its exact ping skips the parser
+    msg = PING if text == PING_TEXT else None
     try:
-        msg = CLIENT.validate_json(text)
+        msg = msg or CLIENT.validate_json(text)
     except (ValidationError, RecursionError, ValueError) as e:
         detail = 'send {"type": "hold"}, {"type": "release"} or {"type": "ping"}'
         if isinstance(e, ValidationError) and e.errors():
