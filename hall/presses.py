@@ -105,12 +105,14 @@ class Verdict:
     last: int | None  # the referee's latest move taken (a page behind it moves its counter)
     age_s: float | None = None  # how old the press was when it arrived
     late_s: float | None = None  # how long before it arrived the reading had moved on
+    now_s: float | None = None  # when it was judged (the match clock)
 
     def __str__(self) -> str:
         def s(v: float | None) -> str:
             return "-" if v is None else f"{v:.2f} s"
-        return f"{self.outcome.value} (move {self.move}, age {s(self.age_s)}, " \
-            f"moved on {s(self.late_s)} before)"
+        said = f"refused: {self.outcome.value}" if self.refused else self.outcome.value
+        return f"{said} (move {self.move}, age {s(self.age_s)}, moved on {s(self.late_s)} " \
+            f"before, at {self.now_s})"
 
     @property
     def apply(self) -> bool:
@@ -177,7 +179,7 @@ class Presses:
         if move is not None and last is not None and move <= last[0]:
             outcome = Outcome.SUPERSEDED if move < last[0] else (
                 last[1] if last[1] in REFUSED else Outcome.REPEATED)
-            return self._said(Verdict(outcome, move, last[0]))
+            return self._said(Verdict(outcome, move, last[0], now_s=now_s))
         age = None if press.at_s is None else max(0.0, now_s - press.at_s)
         outcome, late = Outcome.APPLY, None
         if hold and age is not None and age > self.max_age_s:
@@ -189,7 +191,7 @@ class Presses:
         if move is not None:
             self._remember(referee, move, outcome)
         return self._said(Verdict(outcome, move, move if move is not None else (
-            last[0] if last else None), age, late))
+            last[0] if last else None), age, late, now_s))
 
     def _said(self, v: Verdict) -> Verdict:
         self.counts[v.outcome] += 1
@@ -225,7 +227,7 @@ class ChannelPresses:
         v = self.rule.judge(event.referee, isinstance(event, Hold), press, self.clock())
         if v.apply:
             await self.port.hand(event, trusted=trusted)
-        elif v.refused:
-            log.info("channel %s: %s's %s refused: %s", self.port.name, event.referee,
+        if v.refused or press.move is not None:  # a page's press: one line (a person's pace)
+            log.info("channel %s: %s's %s %s", self.port.name, event.referee,
                      "hold" if isinstance(event, Hold) else "release", v)
         return v
