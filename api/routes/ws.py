@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from api.deps import peers_of, presses_of, rooms_of, token_of, typed_view
 from api.doors import WS_PROTOCOL, offered_protocols
 from api.errors import ApiError
-from api.protocol import CLIENT, HoldMessage, Ping, Report, Sync
+from api.protocol import CLIENT, ClientMessage, HoldMessage, Ping, Report, Sync
 from api.routes.holds import hold_target, refusal
 from api.serverglue import direct_transport
 from cluster.peers import Peers, origin_of
@@ -175,9 +175,9 @@ async def _message(svc: ChannelService, presses: ChannelPresses, auth: Auth, p: 
                                  "detail": "messages are at most 4096 bytes"})
         return True
     # a referee page pings twice a second: its exact ping skips the parser
-    msg = PING if text == PING_TEXT else None
+    msg: ClientMessage
     try:
-        msg = msg or CLIENT.validate_json(text)
+        msg = PING if text == PING_TEXT else CLIENT.validate_json(text)
     except (ValidationError, RecursionError, ValueError) as e:
         detail = 'send {"type": "hold"}, {"type": "release"} or {"type": "ping"}'
         if isinstance(e, ValidationError) and e.errors():
