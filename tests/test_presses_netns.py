@@ -35,14 +35,13 @@ pytestmark = pytest.mark.server
 
 TOKEN = "presses-netns-operator-token-0123456789"
 SECONDS = 40.0
-GRACE_S, MAX_AGE_S = 1.0, 2.0
+GRACE_S, MAX_AGE_S = 1.0, 2.0  # server.referees.press_grace_s, press_max_age_s: the defaults
 CONFIG: dict[str, Any] = {
     "match": {"memorise_s": 1, "cards": 20, "resume": {"lead_in_s": 0.5},
               "gaps": {"after_bow_s": 0.5, "after_call_s": 0.5, "between_verses_s": 0.5,
                        "between_cards_s": 0.5, "repeat_s": 0.5, "before_move_s": 0.5}},
     "voice": {"engine": "estimate"},
     "audio": {"output": "null"},
-    "server": {"referees": {"press_max_age_s": MAX_AGE_S, "press_grace_s": GRACE_S}},
 }
 VERDICT = re.compile(r"channel main: (\S+)'s (hold|release) (?:refused: )?(\w+) \(move (\d+), "
                      r"age ([\d.]+ s|-), moved on ([\d.]+ s|-) before, at ([\d.e+-]+)\)")
@@ -180,6 +179,7 @@ def test_presses_through_loss_and_outages_are_applied_once_and_never_late(
           f"{len(re.findall('refused: ', server_log))}; "
           f"reconnects {[p['reconnects'] for p in phones]}")
     assert presses >= 20, "too few presses to say anything"
+    assert counts["applied"] >= presses / 2, "most presses should get through 8 % loss"
     assert counts["refused"] + counts["gave_up"] >= 1, "the outages refused nothing: no test"
     assert not silent, f"presses never answered: {silent}"
     assert not twice, f"moves applied twice: {twice}"
