@@ -20,6 +20,7 @@ from hall.auth import Auth, Principal, Role
 from hall.channel import ChannelService
 from hall.hall import Hall
 from hall.inbox import Item
+from hall.presses import ChannelPresses
 from hall.rooms import Rooms
 from hall.seam import ChannelPort
 from hall.states import OperatorView
@@ -39,6 +40,12 @@ def peers_of(app: Any) -> Peers | None:
     """One of a cluster's processes: the addresses of the cluster's processes (cluster.peers);
     None on one machine."""
     return getattr(getattr(app.state, "cluster", None), "peers", None)
+
+
+def presses_of(request: Request | WebSocket, ch: str) -> ChannelPresses:
+    """A channel's referees' presses (hall.presses): the rule in front of its hands."""
+    h: Hall = request.app.state.hall
+    return h.presses[ch]
 
 
 def hall_of(request: Request) -> Hall:

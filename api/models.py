@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from hall.presses import Press
 from reader.deck import SEED_MAX
 from reader.programme import Phase
 from reader.text import clean_text
@@ -69,8 +70,33 @@ class JoinRequest(Strict):
     name: Name
 
 
-class HoldRequest(Strict):
+class PressFields(Strict):
+    """What a referee's page says of a press (hall.presses), each optional: its move, the
+    card and verse the phone showed, and the press's time on the server's clock."""
+
+    move: Annotated[int, Field(ge=0, le=2**53, description=(
+        "the referee's move number: rises with every press of this referee (a page uses "
+        "milliseconds since 1970 or more); a move is applied once, never after a newer one"))
+    ] | None = None
+    card: Annotated[int, Field(ge=0, le=1000, description=(
+        "the card the phone showed (the match's `card`; 0: the jokā)"))] | None = None
+    verse: Literal["kami", "shimo"] | None = Field(None, description=(
+        "the verse the phone showed last on that card (none: the card only)"))
+    at_s: Annotated[float, Field(ge=-1e12, le=1e12, allow_inf_nan=False, description=(
+        "when the press was made, on the server's match clock as the page estimates it "
+        "(a pong's `s`): a hold older than server.referees.press_max_age_s is refused"))
+    ] | None = None
+
+    def press(self) -> Press:
+        return Press(self.move, self.card, self.verse, self.at_s)
+
+
+class HoldRequest(PressFields):
     name: Annotated[str, Field(max_length=40), AfterValidator(_line)] = ""
+
+
+class ReleaseRequest(PressFields):
+    pass
 
 
 class AbortRequest(Strict):
@@ -195,6 +221,20 @@ class ChannelState(Open):
         None, description="a cluster's process: whether it reaches the cluster's broker now "
         "(false: what it shows may be old, and commands through it are refused with "
         "`not_sent`); null on one machine")
+
+
+class PressAnswer(Open):
+    move: int | None
+    outcome: str = Field(description='"applied", "repeated" (this move was applied before: '
+                         'nothing more) or "superseded" (a newer move was taken: ignored)')
+    last: int | None = Field(description="the referee's latest move the server took")
+
+
+class HandState(ChannelState):
+    """The channel's state after a hand's press, and what was done with a press that carried
+    a `move` (hall.presses)."""
+
+    press: PressAnswer | None = None
 
 
 class MatchLog(Open):

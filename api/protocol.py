@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from api.models import ChannelState, RefereeId
+from api.models import ChannelState, PressFields, RefereeId
 
 
 class _Message(BaseModel):
@@ -26,6 +26,9 @@ class Hello(_Message):
         "one of a cluster's processes: the live processes' addresses (cluster.advertise), "
         "this one first; a page opened at one of them reconnects to the next when its own "
         "dies. Absent on one machine"))
+    press_max_age_s: float | None = Field(None, description=(
+        "a referee's (and the operator's): a hold that reaches the server older than this "
+        "is refused (press_stale); a page that has no answer by then may say so"))
 
 
 class State(ChannelState):
@@ -37,18 +40,29 @@ class State(ChannelState):
 
 
 class Pong(_Message):
-    """The answer to a ping, with the channel's latest `seq`."""
+    """The answer to a ping, with the channel's latest `seq` and `s`, the channel's match
+    clock (the states' `at_s`): a referee page estimates the server's clock from the pongs
+    with the shortest round trip, and times its presses on it (`at_s`)."""
 
     type: Literal["pong"]
     seq: int
+    s: float | None = None
 
 
 class Error(_Message):
     """A message that could not be applied (only the sender is told)."""
 
     type: Literal["error"]
-    error: Literal["too_large", "bad_message", "forbidden", "illegal_move"] | str
+    error: Literal["too_large", "bad_message", "forbidden", "illegal_move", "press_stale",
+                   "press_superseded"] | str
     detail: str
+    move: int | None = Field(None, description=(
+        "press_stale, press_superseded: the move of the press this answers"))
+    last: int | None = Field(None, description=(
+        "press_superseded: the referee's latest move the server took (a page whose counter "
+        "is behind it moves past it)"))
+    reason: str | None = Field(None, description='press_stale: "stale" (pressed too long '
+                               'ago) or "moved_on" (the card or verse is no longer read)')
 
 
 class _ClientMessage(BaseModel):
@@ -56,23 +70,26 @@ class _ClientMessage(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-class HoldMessage(_ClientMessage):
+class HoldMessage(PressFields):
     """Raise the sender's hand (a referee of this channel its own; the operator `referee`'s,
-    default @operator). The same rule as PUT .../holds/{referee}."""
+    default @operator). The same rule as PUT .../holds/{referee}, with the same optional
+    press fields (`move`, `card`, `verse`, `at_s`): a refused hold is answered with an
+    `error` `press_stale`, an older move than one taken with `press_superseded`."""
 
     type: Literal["hold"]
     referee: RefereeId | None = None
 
 
-class ReleaseMessage(_ClientMessage):
-    """Lower the sender's hand (the same rule)."""
+class ReleaseMessage(PressFields):
+    """Lower the sender's hand (the same rule; never refused for its age)."""
 
     type: Literal["release"]
     referee: RefereeId | None = None
 
 
 class Ping(_ClientMessage):
-    """Keep-alive (a phone should ping every ~10 s and reconnect after ~25 s of silence)."""
+    """Keep-alive (a phone should ping every ~10 s and reconnect after ~25 s of silence; a
+    referee page pings every 0.5 s while shown, and calls its link lost after 2 s)."""
 
     type: Literal["ping"]
 

@@ -163,6 +163,10 @@ class RefereesConfig(Frozen):
     channel_changes_burst: int = Field(8, ge=1, le=10000)
     # false: referees who joined on an earlier day are forgotten at start (tokens die)
     keep_across_days: bool = False
+    # a page's hold older than this when it arrives (its at_s), or meant for a card or verse
+    # left more than press_grace_s before it arrived, is refused: press_stale (docs/api.md)
+    press_max_age_s: float = Field(2.0, ge=0.2, le=60)
+    press_grace_s: float = Field(1.0, ge=0, le=10)
 
 
 class RoomsConfig(Frozen):

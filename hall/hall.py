@@ -15,10 +15,12 @@ from audio.voices.cachefolder import CacheFolder
 from hall.auth import Auth
 from hall.channel import ChannelService
 from hall.config import ChannelConfig, Config
+from hall.errors import ChannelStopped
 from hall.hub import Hub
 from hall.keyfile import load_key
 from hall.loopwatch import LoopWatch
 from hall.pins import kept_pin
+from hall.presses import ChannelPresses, Presses
 from hall.runtime import ChannelRuntime
 from hall.seam import CensusPort
 from hall.sinks import NoDevice, SinkFactory, default_sink, output_info
@@ -63,6 +65,8 @@ class Hall:
         self.voices = Voices(config.voice, voice, make_voice)
         self.clips: ClipStore | None = None
         self.channels: dict[str, ChannelService] = {}
+        # each channel's referees' presses (hall.presses): the rule in front of its hands
+        self.presses: dict[str, ChannelPresses] = {}
         self.loop_watch = LoopWatch()
         self.scheduling = "as started"  # what `yomite serve` set the event loop's thread to
         self._deck_key: bytes | None = None  # the orders' key, loaded at start
@@ -91,6 +95,10 @@ class Hall:
         svc.view_links = ViewLinks.derive(self._view_secret(), ch.name)
         auth.set_view_keys(ch.name, svc.view_links.projector_key, svc.view_links.viewer_key)
         svc.census = self.census
+        presses = self.presses[ch.name] = ChannelPresses(
+            Presses(refs.press_max_age_s, refs.press_grace_s), svc,
+            functools.partial(_match_clock, svc))
+        svc.subscribe(presses.see)
         return svc
 
     def _view_secret(self) -> bytes:
@@ -249,6 +257,7 @@ class Hall:
 
     def _forget(self, name: str) -> None:
         self.channels.pop(name, None)
+        self.presses.pop(name, None)
         self._added.pop(name, None)
         self.auth.forget_speaker_key(name)
         self.auth.forget_view_keys(name)
@@ -264,3 +273,10 @@ class Hall:
             for c in list(svc.hub.clients):
                 svc.hub.remove(c)
             await self.stop_channel(svc.name)
+
+
+def _match_clock(svc: ChannelService) -> float:
+    """A channel's match clock now (its states' `at_s`): what presses are timed on."""
+    if svc.runtime is None:
+        raise ChannelStopped(f"channel {svc.name} has not started")
+    return svc.runtime.match_clock.now()

@@ -225,7 +225,8 @@ def test_websocket_snapshots_rise_and_referee_can_hold(client):
     token = ref["Authorization"].split()[1]
     with client.websocket_connect(f"/ws/channels/main?token={token}") as ws:
         hello = ws.receive_json()
-        assert hello == {"type": "hello", "role": "referee", "referee": me, "channel": "main"}
+        assert hello == {"type": "hello", "role": "referee", "referee": me, "channel": "main",
+                         "press_max_age_s": 2.0}
         first = ws.receive_json()
         assert first["type"] == "state" and first["match"]["phase"] == "ready"
         client.post("/api/channels/main/match/start", headers=OP)

@@ -323,7 +323,8 @@ def test_referee_joins_with_the_pin_keeps_its_identity_and_language(
                         attributeOldValue: true});
     }""")
     ref.evaluate("Y.live.ws.close()")
-    ref.wait_for_function("() => window.connStates.includes('reconnecting')")
+    # (the referee page calls a dropped link "lost" until a server answers again)
+    ref.wait_for_function("() => window.connStates.includes('lost')")
     expect(ref.locator("#conn")).to_have_attribute("data-state", "online", timeout=30_000)
     assert ref.evaluate("Y.live.hello.referee") == me
     refs = [r for r in op_state(server)["referees"] if r["name"] == "mat 1"]

@@ -14,11 +14,11 @@ from typing import Any
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
-from api.deps import peers_of, rooms_of, token_of, typed_view
+from api.deps import peers_of, presses_of, rooms_of, token_of, typed_view
 from api.doors import WS_PROTOCOL, offered_protocols
 from api.errors import ApiError
-from api.protocol import CLIENT, HoldMessage, Ping, Report, Sync
-from api.routes.holds import hold_target
+from api.protocol import CLIENT, ClientMessage, HoldMessage, Ping, Report, Sync
+from api.routes.holds import hold_target, refusal
 from api.serverglue import direct_transport
 from cluster.peers import Peers, origin_of
 from hall.auth import VIEWER, Auth, Principal, Role
@@ -28,10 +28,14 @@ from hall.config import Config
 from hall.errors import ChannelStopped
 from hall.hall import Hall
 from hall.hub import state_message
+from hall.presses import ChannelPresses, Outcome
 from reader.errors import ReaderError
 from reader.events import OPERATOR, Hold, Release
 
 log = logging.getLogger("yomite.api")
+
+PING_TEXT = '{"type":"ping"}'
+PING = Ping(type="ping")
 
 router = APIRouter()
 
@@ -125,6 +129,8 @@ async def ws(websocket: WebSocket, ch: str) -> None:
             rooms.pages.seated(ch)
     hello: dict[str, Any] = {"type": "hello", "role": p.role.value, "referee": p.referee,
                              "channel": ch}
+    if p.referee or operates:  # how long a press of theirs may take: the page's deadline
+        hello["press_max_age_s"] = config.server.referees.press_max_age_s
     if peers is not None and peers.live:
         # a cluster's processes, this one first: where the page reconnects if this one dies
         hello["peers"] = peers.live
@@ -148,7 +154,7 @@ async def ws(websocket: WebSocket, ch: str) -> None:
                     break
                 if wait > 0:
                     await asyncio.sleep(wait)
-            if not await _message(svc, auth, p, client, text):
+            if not await _message(svc, presses_of(websocket, ch), auth, p, client, text):
                 await websocket.close(code=1008, reason="removed by the operator")
                 break
     except WebSocketDisconnect:
@@ -161,15 +167,17 @@ async def ws(websocket: WebSocket, ch: str) -> None:
             svc.presence.changed()
 
 
-async def _message(svc: ChannelService, auth: Auth, p: Principal, client: Any,
-                   text: str) -> bool:
+async def _message(svc: ChannelService, presses: ChannelPresses, auth: Auth, p: Principal,
+                   client: Any, text: str) -> bool:
     """Apply one message; False when the connection must end (the referee was removed)."""
     if len(text) > 4096:
         svc.hub.send_to(client, {"type": "error", "error": "too_large",
                                  "detail": "messages are at most 4096 bytes"})
         return True
+    # a referee page pings twice a second: its exact ping skips the parser
+    msg: ClientMessage
     try:
-        msg = CLIENT.validate_json(text)
+        msg = PING if text == PING_TEXT else CLIENT.validate_json(text)
     except (ValidationError, RecursionError, ValueError) as e:
         detail = 'send {"type": "hold"}, {"type": "release"} or {"type": "ping"}'
         if isinstance(e, ValidationError) and e.errors():
@@ -179,7 +187,10 @@ async def _message(svc: ChannelService, auth: Auth, p: Principal, client: Any,
         svc.hub.send_to(client, {"type": "error", "error": "bad_message", "detail": detail})
         return True
     if isinstance(msg, Ping):
-        svc.hub.send_to(client, {"type": "pong", "seq": svc.seq})
+        pong: dict[str, Any] = {"type": "pong", "seq": svc.seq}
+        if svc.runtime is not None:
+            pong["s"] = presses.clock()  # the clock a referee page times its presses on
+        svc.hub.send_to(client, pong)
         return True
     if isinstance(msg, Sync):
         svc.hub.send_to(client, svc.sync(msg.model_dump(exclude_none=True)))
@@ -209,7 +220,18 @@ async def _message(svc: ChannelService, auth: Auth, p: Principal, client: Any,
         return True
     ev: Hold | Release = Hold(rid, p.name) if isinstance(msg, HoldMessage) else Release(rid)
     try:
-        await svc.hand(ev, trusted=p.role is Role.OPERATOR)
+        v = await presses.press(ev, msg.press(), trusted=p.role is Role.OPERATOR)
+        if v.refused:
+            no = refusal(v)
+            svc.hub.send_to(client, {"type": "error", "error": no.code, "detail": no.detail,
+                                     "move": v.move, "reason": v.outcome.value})
+        elif v.outcome is Outcome.SUPERSEDED:
+            svc.hub.send_to(client, {
+                "type": "error", "error": "press_superseded", "move": v.move, "last": v.last,
+                "detail": f"move {v.move} is older than move {v.last}, already taken: "
+                          "ignored (the state says where the hand is)"})
+        if not v.apply:  # answered with the state as it is (unchanged: no broadcast)
+            svc.hub.send_to(client, state_message(typed_view(svc, p)))
     except ReaderError as e:
         svc.hub.send_to(client, {"type": "error", "error": "illegal_move", "detail": str(e)})
     except ChannelStopped as e:  # not sent, expired (a cluster), stopping: said as such

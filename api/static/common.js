@@ -178,10 +178,11 @@
 
   /** fetch a JSON API path. Throws ApiError(status, error, detail, hint); status 0 when the
       server could not be reached. `raw: true` returns the Response (CSV, SVG). */
-  async function api(method, path, { token = null, body, raw = false } = {}) {
+  async function api(method, path, { token = null, body, raw = false, signal } = {}) {
     const headers = { Accept: "application/json" };
     if (token) headers.Authorization = `Bearer ${token}`;
     const init = { method, headers, cache: "no-store" };
+    if (signal) init.signal = signal; // an AbortController's: a call given up
     if (body !== undefined) {
       headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(body);
@@ -295,9 +296,17 @@
    *   ch.start();
    *
    * onStatus(s): "connecting" | "online" | "cut_off" (a cluster's server without its broker) |
-   * "reconnecting". onAuthLost(): the token is no longer
+   * "reconnecting" | "lost" (opts.liveness only). onAuthLost(): the token is no longer
    * known to the server (checked with GET /api/session after failed connections); reconnecting
    * stops until start() is called again.
+   *
+   * opts.liveness = { pingMs, lostMs } (a referee page: 500, 2000): ping every pingMs while
+   * the page is shown, call the link "lost" after lostMs without a word from the server, and
+   * open a new socket at once (the old one's close can take minutes on a phone that lost its
+   * Wi-Fi); a socket not open within lostMs is given up for another. The pongs' `s` (the
+   * channel's match clock) also give serverNow(), the server's clock as this page estimates it
+   * (the pong of the shortest round trip among the last 20: a slow one says nothing of the
+   * offset). Pages without it keep the slow pings (every 10 s, silence noticed after 25 s).
    */
   class Channel {
     constructor(name, opts = {}) {
@@ -314,6 +323,9 @@
       this.query = opts.query || {}; // extra URL parameters (e.g. audience: "speaker")
       // (url) => a WebSocket or an object that acts like one (the speaker page's, in a worker)
       this.socket = opts.socket || null;
+      this.liveness = opts.liveness || null; // {pingMs, lostMs}: see above
+      this.pings = []; // the send times (performance.now) of the pings not answered yet
+      this.clockSamples = []; // [rtt, offset] of the latest pongs with a clock
       this.ws = null;
       this.state = null;
       this.lastSeq = -1;
@@ -323,6 +335,7 @@
       this.retryTimer = null;
       this.pingTimer = null;
       this.lastRx = 0;
+      this.shownAt = 0; // when the page was last shown again (its silence counts from there)
       this.stopped = true;
       this.hello = null;
       // where the socket goes: this page's own server, or, once a cluster's hello named this
@@ -406,14 +419,17 @@
       let opened = false;
       // with other processes to try, one that does not answer (its machine is off) is left
       // after 2.5 s for the next
-      const giveUp = this.bases.length > 1 ? setTimeout(() => {
-        if (this.ws !== ws || opened) return;
+      // (a referee page's: one that has not said hello within lostMs is left for a new one)
+      let helloed = false;
+      const giveUp = this.bases.length > 1 || this.liveness ? setTimeout(() => {
+        if (this.ws !== ws || (this.liveness ? helloed : opened)) return;
+        this.ws = null;
         try { ws.close(); } catch (_e) { /* already closing */ }
         this._closed(false);
-      }, 2500) : null;
+      }, this.liveness ? this.liveness.lostMs : 2500) : null;
       ws.onopen = () => {
         opened = true;
-        clearTimeout(giveUp);
+        if (!this.liveness) clearTimeout(giveUp);
         this.lastRx = Date.now();
       };
       ws.onmessage = (ev) => {
@@ -427,6 +443,8 @@
         }
         switch (msg.type) {
           case "hello":
+            helloed = true;
+            clearTimeout(giveUp);
             // a new connection (perhaps to a restarted server, whose seq starts again): the
             // state that follows is the current one whatever its number
             this.lastSeq = -1;
@@ -446,6 +464,7 @@
             this.onMessageError(msg);
             break;
           case "pong":
+            this._pong(msg);
             break;
           default:
             this.onOther(msg);
@@ -504,9 +523,12 @@
     }
 
     _retry(opened) {
-      this._setStatus("reconnecting");
+      // a referee page's lost link stays "lost" until a server answers again
+      this._setStatus(this.liveness && this.status !== "connecting" ? "lost" : "reconnecting");
       if (!opened) this.failures += 1;
-      const base = Math.min(8000, 400 * 2 ** this.attempt);
+      // a referee page tries again at once, then at most every 2 s
+      const base = this.liveness ? (this.attempt === 0 ? 0 : Math.min(2000, 250 * 2 ** this.attempt))
+        : Math.min(8000, 400 * 2 ** this.attempt);
       this.attempt = Math.min(this.attempt + 1, 6);
       const delay = base * (0.75 + Math.random() * 0.5);
       this.retryTimer = setTimeout(() => this._open(), delay);
@@ -531,26 +553,77 @@
 
     _startPings(ws) {
       clearInterval(this.pingTimer);
+      this.pings = [];
+      const live = this.liveness;
+      const lostMs = live ? live.lostMs : 25000;
       // a phone that lost the Wi-Fi gets no close event for minutes: notice silence ourselves
+      // (a referee page within lostMs: it pings twice a second while shown)
+      const tickMs = live ? Math.max(50, Math.min(250, live.pingMs / 2)) : 10000;
+      let ticks = 0;
+      if (live) this._ping(ws); // a first clock sample at once
       this.pingTimer = setInterval(() => {
         if (this.ws !== ws) return;
-        if (Date.now() - this.lastRx > 25000) {
-          try { ws.close(); } catch (_e) { /* already closing */ }
-          this._closed(true);
+        // hidden, a referee page pings as the others do (a phone in a pocket costs nothing),
+        // and its silence counts from when it was shown again
+        const shown = document.visibilityState !== "hidden";
+        const quiet = Date.now() - Math.max(this.lastRx, this.shownAt);
+        if (quiet > (live && shown ? lostMs : 25000)) {
+          this._lost(ws);
           return;
         }
-        if (ws.readyState === WebSocket.OPEN) ws.send('{"type":"ping"}');
-      }, 10000);
+        ticks += 1;
+        const every = Math.max(1, Math.round((live && shown ? live.pingMs : 10000) / tickMs));
+        if (ticks % every === 0 && ws.readyState === WebSocket.OPEN) this._ping(ws);
+      }, tickMs);
+    }
+
+    /** The link is gone: say so, and try a new socket at once (the old one may not close for
+        minutes: it is left to the browser). */
+    _lost(ws) {
+      this.ws = null;
+      try { ws.close(); } catch (_e) { /* already closing */ }
+      if (this.liveness) {
+        this._setStatus("lost");
+        this.attempt = 0;
+      }
+      this._closed(true);
     }
 
     _wakeUp() {
       if (this.stopped || document.visibilityState === "hidden") return;
+      this.shownAt = Date.now();
       if (!this.ws) {
         this.attempt = 0;
         this._open();
       } else if (this.ws.readyState === WebSocket.OPEN) {
-        this.ws.send('{"type":"ping"}');
+        this._ping(this.ws);
       }
+    }
+
+    _ping(ws) {
+      if (this.pings.length > 50) this.pings.shift(); // a server that never answers
+      this.pings.push(performance.now());
+      ws.send('{"type":"ping"}');
+    }
+
+    /** A pong: the round trip of the oldest ping unanswered (a socket answers in order) and,
+        with the server's clock in it, a sample of the offset between the clocks. */
+    _pong(msg) {
+      const sent = this.pings.shift();
+      if (sent === undefined || typeof msg.s !== "number") return;
+      const now = performance.now();
+      const rtt = now - sent;
+      this.clockSamples.push([rtt, msg.s * 1000 - (sent + rtt / 2)]);
+      if (this.clockSamples.length > 20) this.clockSamples.shift();
+    }
+
+    /** The server's clock (seconds, the channel's match clock: a state's `at_s`) as this
+        page estimates it now, from the pong of the shortest round trip; null before one. */
+    serverNow() {
+      if (this.clockSamples.length === 0) return null;
+      let best = this.clockSamples[0];
+      for (const c of this.clockSamples) if (c[0] < best[0]) best = c;
+      return (performance.now() + best[1]) / 1000;
     }
   }
 

@@ -1,7 +1,15 @@
 /* The referee's phone: join with the PIN, then one big button that raises and lowers this
    referee's hand (rule 10). What the button shows always comes from the server's state (is my
    id among the holds?), never from a local guess: a press only marks it "sending" until the
-   state that confirms it arrives. */
+   state that confirms it arrives.
+
+   On a bad Wi-Fi (issue 47): each press carries this referee's move (a number that only rises,
+   kept in localStorage for every tab of this phone) and what the phone saw (the card, the last
+   verse shown on it, the press's time on the server's clock as the page estimates it from its
+   pongs), so that the server applies it once, never after a newer one, and refuses a hold that
+   comes too late to stop what the referee saw (press_stale). The page pings twice a second and
+   says "lost" after 2 s of silence; a press with no answer by the server's age limit is said to
+   have failed (the server will refuse it if it comes later), never left "sending". */
 "use strict";
 
 (function () {
@@ -10,6 +18,10 @@
   const KEY = `yomite.referee.${ch}`;
   const NAME_KEY = "yomite.referee.lastName";
   const CONFIRM_MS = 1500; // no confirming state by then: send the same move by REST
+  // the link's state within 2 s of its loss: silence is checked every 250 ms, and the last
+  // pong came at most 500 ms before the loss
+  const LIVENESS = { pingMs: 500, lostMs: 1750 };
+  let maxAgeMs = 2000; // the server's press_max_age_s (its hello says it)
 
   const $ = (id) => document.getElementById(id);
   const ui = {
@@ -22,7 +34,8 @@
 
   let me = Y.load(KEY); // {token, referee, name, channel}
   let state = null;
-  let pending = null; // {want: true (raise) | false (lower), timer}
+  let pending = null; // {want: true (raise) | false (lower), msg, timer, deadline, abort}
+  let seen = { card: null, verse: null }; // the card shown, and its last verse shown
   let prev = null; // {mine, paused, phase} of the last state shown
   let lastPointer = 0;
 
@@ -31,11 +44,31 @@
     onState,
     onStatus: (s) => Y.showConnection(ui.conn, s),
     onAuthLost: authLost,
+    onHello: (h) => {
+      if (typeof h.press_max_age_s === "number") maxAgeMs = h.press_max_age_s * 1000;
+    },
     onMessageError: (m) => {
+      const mine = pending && (m.move === undefined || m.move === null
+        || m.move === pending.msg.move);
+      if (m.error === "press_superseded") {
+        // an older press (a late copy): the state says where the hand is. If it was this
+        // one, this phone's counter was behind (another tab): past it, and send it again
+        bumpMove(m.last);
+        if (mine) {
+          const want = pending.want;
+          const again = !pending.again;
+          clearPending();
+          if (again) send(want, true);
+        }
+        render();
+        return;
+      }
+      if (m.move !== undefined && m.move !== null && !mine) return; // an old press's answer
       clearPending();
       render();
       Y.showError(new Y.ApiError(0, m.error, m.detail, ""));
     },
+    liveness: LIVENESS,
   });
   const countdown = new Y.Countdown(() => renderDetail());
   Y.live = conn; // a handle for debugging from the browser's console
@@ -53,6 +86,12 @@
   function onState(s) {
     state = s;
     const m = s.match;
+    if (!m) seen = { card: null, verse: null };
+    else {
+      if (m.card !== seen.card) seen = { card: m.card, verse: null };
+      const seg = m.segment;
+      if (seg && seg.card === m.card && seg.verse) seen.verse = seg.verse;
+    }
     const now = { mine: amHolding(s), paused: !!(m && m.paused), phase: m ? m.phase : null };
     if (pending && now.mine === pending.want) clearPending();
     if (prev) {
@@ -147,39 +186,87 @@
   }
 
   // ------------------------------------------------------------------ the button
+  /** This referee's next move: above any before it on this phone (every tab's), and above
+      the time in ms, so that a reload, or a storage that failed, never goes back. */
+  function moveKey() {
+    return `yomite.referee.move.${me ? me.referee : ""}`;
+  }
+
+  function nextMove() {
+    const m = Math.max((Y.load(moveKey(), 0) || 0) + 1, Date.now());
+    Y.save(moveKey(), m);
+    return m;
+  }
+
+  function bumpMove(last) {
+    if (typeof last === "number" && last > (Y.load(moveKey(), 0) || 0)) Y.save(moveKey(), last);
+  }
+
   function press() {
     if (!me || pending || ui.hold.disabled) return;
-    const want = !amHolding(state);
-    pending = { want, timer: setTimeout(() => viaRest(want), CONFIRM_MS) };
+    send(!amHolding(state), false);
+  }
+
+  /** Send one press (want: raise or lower), by the socket if it is open, else by REST. */
+  function send(want, again) {
+    const msg = { type: want ? "hold" : "release", move: nextMove() };
+    if (seen.card !== null) {
+      msg.card = seen.card;
+      if (seen.verse) msg.verse = seen.verse;
+    }
+    const at = conn.serverNow();
+    if (at !== null) msg.at_s = Math.round(at * 1000) / 1000;
+    const p = { want, msg, again, abort: null };
+    pending = p;
+    p.timer = setTimeout(() => viaRest(p), CONFIRM_MS);
+    // no answer by the server's age limit: the server refuses this press if it comes later
+    // (a hold; a release is applied whenever it comes, and the state will say so)
+    p.deadline = setTimeout(() => {
+      if (pending !== p) return;
+      if (p.abort) p.abort.abort();
+      clearPending();
+      render();
+      if (want) Y.showError(new Y.ApiError(0, "press_stale", t("err_press_stale"), ""));
+    }, maxAgeMs + 300);
     render();
     // the open socket is the quickest way to the reader; REST when it is not open
-    if (!conn.send({ type: want ? "hold" : "release" })) {
-      clearTimeout(pending.timer);
-      viaRest(want);
+    if (!conn.send(msg)) {
+      clearTimeout(p.timer);
+      viaRest(p);
     }
   }
 
-  async function viaRest(want) {
-    if (!me) return;
+  async function viaRest(p) {
+    if (!me || pending !== p) return;
     const path = `/api/channels/${encodeURIComponent(ch)}/holds/${encodeURIComponent(me.referee)}`;
+    const { type: _type, ...fields } = p.msg;
+    const body = p.want ? { name: me.name, ...fields } : fields;
+    p.abort = typeof AbortController === "function" ? new AbortController() : null;
     try {
-      const s = await Y.api(want ? "PUT" : "DELETE", path,
-        { token: me.token, body: want ? { name: me.name } : undefined });
+      const s = await Y.api(p.want ? "PUT" : "DELETE", path,
+        { token: me.token, body, signal: p.abort ? p.abort.signal : undefined });
+      if (s && s.press) bumpMove(s.press.last);
       conn.accept(s);
     } catch (e) {
+      if (pending !== p) return; // answered meanwhile, or given up (said so already)
       if (e.status === 401) {
         authLost();
         return;
       }
       Y.showError(e);
     } finally {
-      clearPending();
-      render();
+      if (pending === p) {
+        clearPending();
+        render();
+      }
     }
   }
 
   function clearPending() {
-    if (pending) clearTimeout(pending.timer);
+    if (pending) {
+      clearTimeout(pending.timer);
+      clearTimeout(pending.deadline);
+    }
     pending = null;
   }
 
