@@ -58,7 +58,9 @@ from reader.engine import Engine
 
 log = logging.getLogger("yomite.speaker")
 
-KEEP_AFTER_END_S = 2.0  # a clip stays in the schedule this long after its end
+# a clip stays in the schedule this long after its end: a speaker back from an outage this long
+# still sees each clip it missed and counts it (speaker.js: missed)
+KEEP_AFTER_END_S = 15.0
 PREFETCH = 2  # clips beyond the scheduled ones a page fetches ahead (the next card)
 JUMP_S = 0.25  # the timeline moving this much against the monotonic clock is a new epoch
 
