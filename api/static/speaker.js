@@ -136,7 +136,7 @@
   const wanted = new Map(); // id -> clip entry, from the latest schedule
   const playing = new Map(); // id -> {c, src, gain, ctxAt, end, off}
   const stats = { placed: 0, late: 0, resyncs: 0, stops: 0, silenced: 0, retries: 0,
-    missed: 0, epochs: 0, quiet: 0, renewals: 0, heldOn: 0, withheld: 0, log: [],
+    missed: 0, epochs: 0, quiet: 0, renewals: 0, heldOn: 0, withheld: 0, missedIds: [], log: [],
     stopLags: [] };
   let epoch = null; // the server's timeline epoch this page's estimate belongs to
   let retryTimer = 0; // a clip whose fetch failed is asked for again while it is still due
@@ -619,6 +619,8 @@
         done.add(c.id);
         stats.missed += 1;
         stats.lastMissed = c.id;
+        stats.missedIds.push(c.id);
+        if (stats.missedIds.length > 100) stats.missedIds.shift();
       }
     }
     // kept to the clips the schedule still lists (it drops those long over): never cleared
@@ -685,6 +687,7 @@
       if (gate) gate.port.postMessage({ type: "stats" });
       return {
         ...stats, log: stats.log.slice(), stopLags: stats.stopLags.slice(),
+        missedIds: stats.missedIds.slice(),
         playing: playing.size, rtt: server.rtt,
         drift: server.drift, offset: server.offset, probes: server.samples.length,
         latency: output ? output.latency() : null, jumps: output ? output.jumps.slice() : [],
