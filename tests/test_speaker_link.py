@@ -37,7 +37,6 @@ from tests.speakers import (
     ScheduleLog,
     SpeakerBrowser,
     TimelineMap,
-    lag_ms,
     loud,
     pct,
     speaker_link,
@@ -45,6 +44,7 @@ from tests.speakers import (
 
 pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.audio]
 
+RATE = 48000
 TOKEN = "speaker-link-operator-token-0123456789"
 CACHE = Path(os.environ.get("YOMITE_TEST_CACHE", "/tmp/yomite-test-cache"))
 CONFIG: dict[str, Any] = {
@@ -56,10 +56,11 @@ CONFIG: dict[str, Any] = {
     "audio": {"output": "null"},
     "server": {"channels": [{"name": "main", "output": "browser"}]},
 }
-OUTAGE_S = 3.0
+OUTAGE_S_IN = 3.0  # an outage this short falls within one verse
 BACK_S = 2.0  # in step again this long after the link returns
-STEP_MS = 20.0  # in step: the Wi-Fi speaker's sound within this of the reference's (a speaker
-#                 that rejoined from its own load time, or restarted the verse, is 100s of ms off)
+STEP_MS = 50.0  # in step: the Wi-Fi speaker's sound within this of the reference's, a bound of
+#                 behaviour on a busy machine (measured: 16 ms at most); a speaker that rejoined
+#                 from its own load time, or restarted the verse, is 100s of ms off
 GAP_MS = 100.0  # the longest the Wi-Fi speaker may be silent where the reference sounds, in the
 #                 verse the outage falls in (the old page was silent for 0.6 s or more there)
 JITTER_P99_MS = 5.0
@@ -122,8 +123,9 @@ def _start(tmp: Path, net: netns.Net, jitter: bool) -> tuple[Server, Relay, netn
 
 
 # ------------------------------------------------------------------------------- the outage
-def test_a_3_s_outage_mid_verse_plays_on_and_is_back_in_step_within_2_s(
-        tmp_path: Path, net: netns.Net) -> None:
+@pytest.mark.parametrize("outage_s", [3.0, 12.0])
+def test_an_outage_mid_verse_plays_on_and_is_back_in_step_within_2_s(
+        tmp_path: Path, net: netns.Net, outage_s: float) -> None:
     _require()
     server, relay, b = _start(tmp_path, net, jitter=False)
     clean, wifi_link, key = _links(server, relay)
@@ -134,7 +136,8 @@ def test_a_3_s_outage_mid_verse_plays_on_and_is_back_in_step_within_2_s(
             ref = SpeakerBrowser(pw, "link_ref", tmp_path / "ref.wav")
             wifi = SpeakerBrowser(pw, "link_wifi", tmp_path / "wifi.wav")
             try:
-                _outage(server, b, net, ref, wifi, clean, wifi_link, schedule, ws_url)
+                _outage(server, b, net, ref, wifi, clean, wifi_link, schedule, ws_url,
+                        outage_s)
             finally:
                 b.heal()
                 errors = [e for e in ref.errors + wifi.errors
@@ -150,7 +153,7 @@ def test_a_3_s_outage_mid_verse_plays_on_and_is_back_in_step_within_2_s(
 
 def _outage(server: Server, b: netns.Host, net: netns.Net, ref: SpeakerBrowser,
             wifi: SpeakerBrowser, clean: str, wifi_link: str, schedule: ScheduleLog,
-            ws_url: str) -> None:
+            ws_url: str, outage_s: float) -> None:
     pr, pw_ = ref.open(clean), wifi.open(wifi_link)
     for p in (pr, pw_):
         expect(p.locator("#conn")).to_have_attribute("data-state", "online", timeout=20_000)
@@ -163,18 +166,22 @@ def _outage(server: Server, b: netns.Host, net: netns.Net, ref: SpeakerBrowser,
     try:
         _api(server, "POST", "/api/channels/main/match/start")
 
-        def long_verse(m: dict[str, Any]) -> bool:
+        # a short outage inside a verse (4.6 s or more to go); a long one from late in a verse
+        # (1-2.5 s to go), so that the next verse begins and ends within it (it is missed)
+        left = (OUTAGE_S_IN + 1.6, 1e9) if outage_s <= OUTAGE_S_IN else (1.0, 2.5)
+
+        def verse(m: dict[str, Any]) -> bool:
             seg = m.get("segment") or {}
             now = time.monotonic() + tmap.offset
             return (not m["paused"] and seg.get("kind") in ("verse", "prelude")
                     and seg["started_s"] + 0.2 <= now
-                    and now + OUTAGE_S + 1.6 < (seg["ends_s"] or 0))
+                    and left[0] < (seg["ends_s"] or 0) - now < left[1])
 
-        m = _wait(server, "a verse with 4.6 s to go", long_verse)
+        m = _wait(server, f"a verse with {left[0]:.1f}-{left[1]:.1f} s to go", verse)
         verse_end = tmap.mono(m["segment"]["ends_s"])
         cut_at = time.monotonic()
         b.cut(net.gateway)
-        time.sleep(OUTAGE_S)
+        time.sleep(outage_s)
         b.heal()
         back_at = time.monotonic()
         _wait(server, "the end", lambda m: m["phase"] == "finished", 120)
@@ -182,13 +189,17 @@ def _outage(server: Server, b: netns.Host, net: netns.Net, ref: SpeakerBrowser,
     finally:
         cap_r, cap_w = ref.stop_recording(), wifi.stop_recording()
     st = wifi.stats()
+    wall = time.time() - time.monotonic()
+    hellos = [(st["timeOrigin"] + h) / 1000 - wall - back_at for h in st.get("hellos", [])]
     print(f"\noutage {cut_at:.2f}..{back_at:.2f}, verse ends {verse_end:.2f}; Wi-Fi speaker: "
-          f"quiet {st['quiet']}, new sockets {st['renewals']}, played on {st['heldOn']}, "
-          f"withheld {st['withheld']}, late {st['late']}, missed {st['missed']} "
-          f"{st['missedIds']}, resyncs {st['resyncs']}")
+          f"hello on a new socket {[round(h, 2) for h in hellos if h > -outage_s]} s after the "
+          f"link returned, "
+          f"quiet {st.get('quiet')}, new sockets {st.get('renewals')}, played on "
+          f"{st.get('heldOn')}, withheld {st.get('withheld')}, late {st['late']}, missed "
+          f"{st['missed']} {st.get('missedIds')}, resyncs {st['resyncs']}")
 
     # 1. the verse under way sounds on through the outage: no gap where the reference sounds
-    gap = _longest_gap(cap_r, cap_w, cut_at + 0.05, verse_end - 0.1)
+    gap = _longest_gap(cap_r, cap_w, cut_at + 0.05, min(verse_end, back_at) - 0.1)
     print(f"longest silence of the Wi-Fi speaker where the reference sounds, in the verse of "
           f"the outage: {gap:.0f} ms")
     assert gap <= GAP_MS, f"the Wi-Fi speaker fell silent for {gap:.0f} ms in the outage's verse"
@@ -205,16 +216,18 @@ def _outage(server: Server, b: netns.Host, net: netns.Net, ref: SpeakerBrowser,
     print(f"after the link returned (+{BACK_S} s): {len(lags)} windows, Wi-Fi - reference "
           f"p50 {pct(lags, 50):+.2f} ms, max |{max((abs(x) for x in lags), default=0):.2f}| ms")
     assert len(lags) >= 6, "too little reading after the outage to compare"
-    assert max(abs(x) for x in lags) <= STEP_MS, lags
+    assert max(abs(x) for x in lags) <= STEP_MS, [round(x, 1) for x in lags]
 
     # 3. nothing missed uncounted: every clip the schedule listed that was not cut before it
     # began was placed by the Wi-Fi speaker or counted as missed
     placed = {e["id"] for e in st["log"]}
     uncounted = [c["id"] for c in schedule.clips.values()
                  if not schedule.cancelled(c) and c["id"] not in placed
-                 and c["id"] not in st["missedIds"]
+                 and c["id"] not in st.get("missedIds", [])
                  and tmap.mono(c["at_s"]) + c["duration_s"] < end]
     assert not uncounted, f"clips neither played nor counted as missed: {uncounted}"
+    if outage_s > OUTAGE_S_IN:  # a whole verse was read in the outage: missed, and said
+        assert st["missed"] > 0
 
 
 def _frames(cap: Any, start: float, end: float) -> np.ndarray:
@@ -255,9 +268,20 @@ def _loud_share(cap: Any, start: float, end: float) -> float:
     return float(x.mean()) if len(x) else 0.0
 
 
-def _lag(a: Any, b: Any, start: float, end: float, max_lag_ms: float = 60) -> float:
-    """How much later b plays what a plays over [start, end] (ms), within ± max_lag_ms."""
-    return lag_ms(a, b, start, end, max_lag_ms)
+def _lag(a: Any, b: Any, start: float, end: float, max_lag_ms: float = 250) -> float:
+    """How much later b plays what a plays over [start, end] (ms), within ± max_lag_ms: the
+    cross-correlation's peak on every 6th sample (8 kHz, 0.125 ms steps)."""
+    step = 6
+    n = int(max_lag_ms * RATE / 1000 / step)
+    ia, ib = a.frame_at(start), b.frame_at(start)
+    length = a.frame_at(end) - ia
+    x = a.x[ia:ia + length:step].astype(np.float64)
+    lo = ib - n * step
+    y = b.x[lo:ib + length + n * step:step].astype(np.float64)
+    if lo < 0 or len(y) < len(x) + 2 * n or not np.any(x):
+        raise AssertionError("the captures do not cover the interval")
+    corr = np.correlate(y, x, mode="valid")  # corr[k]: b shifted by (k - n) steps
+    return float((int(np.argmax(corr)) - n) * step * 1000 / RATE)
 
 
 # ------------------------------------------------------------------------------- the jitter

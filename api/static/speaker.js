@@ -136,7 +136,7 @@
   const wanted = new Map(); // id -> clip entry, from the latest schedule
   const playing = new Map(); // id -> {c, src, gain, ctxAt, end, off}
   const stats = { placed: 0, late: 0, resyncs: 0, stops: 0, silenced: 0, retries: 0,
-    missed: 0, epochs: 0, quiet: 0, renewals: 0, heldOn: 0, withheld: 0, missedIds: [], log: [],
+    missed: 0, epochs: 0, quiet: 0, renewals: 0, heldOn: 0, withheld: 0, missedIds: [], hellos: [], log: [],
     stopLags: [] };
   let epoch = null; // the server's timeline epoch this page's estimate belongs to
   let retryTimer = 0; // a clip whose fetch failed is asked for again while it is still due
@@ -225,6 +225,8 @@
       probes.clear();
       lastSyncRx = performance.now();
       renewals = 0;
+      stats.hellos.push(lastSyncRx);
+      if (stats.hellos.length > 20) stats.hellos.shift();
       burst();
     },
     onState: (s) => {
@@ -320,9 +322,9 @@
     if (refused || conn.stopped) return;
     if (!online) {
       // still connecting on a socket this page opened itself: a SYN or a hello lost in an
-      // outage is not waited for; after 10 tries, every 3 s. A socket that closed (refused
-      // by a server that is down) is left to Channel's own backoff.
-      const every = renewals < 10 ? RENEW_MS : 3 * RENEW_MS;
+      // outage is not waited for; after a minute of tries, every 3 s. A socket that closed
+      // (refused by a server that is down) is left to Channel's own backoff.
+      const every = renewals < 60 ? RENEW_MS : 3 * RENEW_MS;
       if (renewedAt && conn.ws && conn.ws.readyState <= WebSocket.OPEN && now - renewedAt > every) {
         renew();
       }
@@ -687,7 +689,7 @@
       if (gate) gate.port.postMessage({ type: "stats" });
       return {
         ...stats, log: stats.log.slice(), stopLags: stats.stopLags.slice(),
-        missedIds: stats.missedIds.slice(),
+        missedIds: stats.missedIds.slice(), hellos: stats.hellos.slice(),
         playing: playing.size, rtt: server.rtt,
         drift: server.drift, offset: server.offset, probes: server.samples.length,
         latency: output ? output.latency() : null, jumps: output ? output.jumps.slice() : [],
