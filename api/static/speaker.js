@@ -5,10 +5,10 @@
    plays each piece of audio at its timestamp):
    - the timeline: the engine's clock on the server, in seconds. A schedule says that sample
      `offset_s` of a clip sounds when the timeline reads `at_s`.
-   - performance.now(): this page's clock. ServerClock estimates timeline = f(performance) from
-     `sync` probes over the WebSocket (the probe's send and receive times bracket the server's
-     answer; the lowest-delay half of the last 40 probes gives the offset, a line through them
-     the drift, refreshed every second).
+   - performance.now(): this page's clock. ServerClock (speaker-clock.js) estimates timeline =
+     f(performance) from `sync` probes over the WebSocket, four a second (the probe's send and
+     receive times bracket the server's answer: the middle of the intersection of the last
+     120 brackets gives the offset, whatever the network's jitter).
    - the AudioContext's clock: OutputClock maps performance time to the context time whose
      sample is *heard* then, from getOutputTimestamp() sampled every 20 ms (one reading jitters
      by several ms: the median of the last half second is used, and a step, e.g. after an
@@ -18,9 +18,10 @@
    the sample that is due, faded in. Every 100 ms each clip still sounding is checked against
    the latest estimates; one that is more than 3 ms off twice in a row is crossfaded to a
    corrected copy (one not started yet is simply moved). A schedule without a clip this page
-   plays, after a stop, fades it out (from the stop's time, or now if that is past). A lost
-   connection fades everything out and says so; reconnecting, the page gets the schedule again
-   and catches up.
+   plays, after a stop, fades it out (from the stop's time, or now if that is past). A link that
+   goes quiet (1.5 s) or closes gets a new socket at once; meanwhile the clip sounding plays on
+   and nothing new starts (hush()); reconnected, the page gets the schedule again, catches up
+   and counts what it missed.
 
    A stop does not wait for this page's main thread: the WebSocket is held by a worker
    (speaker-socket.js) that closes a gate on the audio thread (speaker-gate.js, an AudioWorklet
