@@ -227,7 +227,7 @@ def _outage(server: Server, b: netns.Host, net: netns.Net, ref: SpeakerBrowser,
     print(f"after the link returned (+{BACK_S} s): {len(lags)} windows ({skipped} left out after "
           f"{len(steps)} output steps), Wi-Fi - reference "
           f"p50 {pct(lags, 50):+.2f} ms, max |{max((abs(x) for x in lags), default=0):.2f}| ms")
-    assert len(lags) >= 6, "too little reading after the outage to compare"
+    assert len(lags) >= 4, "too little reading after the outage to compare"
     assert max(abs(x) for x in lags) <= STEP_MS, [round(x, 1) for x in lags]
 
     # 3. nothing missed uncounted: every clip the schedule listed that was not cut before it

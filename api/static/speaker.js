@@ -310,6 +310,9 @@
     if (old) {
       try { old.close(); } catch (_e) { /* closing already */ }
     }
+    // a cluster's processes in turn, as Channel does after a close (its own 2.5 s give-up
+    // never fires for a socket set aside here)
+    if (conn.bases.length > 1) conn.at = (conn.at + 1) % conn.bases.length;
     renewedAt = performance.now();
     renewals += 1;
     stats.renewals += 1;
