@@ -11,12 +11,13 @@ the channel's "speaker" audience (`Hub.publish_speakers`), which no other page r
      "duration_s", "segment"}], "stops", "stop_s", "prefetch": [url, ...], "volume_db",
      "fade_ms"}
 
-Each message is the whole schedule (every clip not long over), like the state snapshots, so a
-page that joins late or reconnects gets it at once and plays the clip under way from the
-sample that is due. A clip is `id` (segment and frame: a verse read again after a hold is a new
-id); `at_s` is the timeline time (seconds) at which its sample `offset_s` sounds. `stops`
-counts the stops so far and `stop_s` is the last one's time: a page fades out, from that time
-(or at once if it is past), every clip it plays that is no longer listed.
+Each message is the whole schedule (every clip until 15 s after its end: a page back from an
+outage counts what it missed), like the state snapshots, so a page that joins late or
+reconnects gets it at once and plays the clip under way from the sample that is due. A clip
+is `id` (segment and frame: a verse read again after a hold is a new id); `at_s` is the
+timeline time (seconds) at which its sample `offset_s` sounds. `stops` counts the stops so far
+and `stop_s` is the last one's time: a page fades out, from that time (or at once if it is
+past), every clip it plays that is no longer listed.
 
 Time: a page keeps its own estimate of the timeline's time (`sync` messages: the page's clock
 out, the timeline's `s` back, answered on receipt; see speaker.js for the offset and drift it
@@ -58,7 +59,9 @@ from reader.engine import Engine
 
 log = logging.getLogger("yomite.speaker")
 
-KEEP_AFTER_END_S = 2.0  # a clip stays in the schedule this long after its end
+# a clip stays in the schedule this long after its end: a speaker back from an outage this long
+# still sees each clip it missed and counts it (speaker.js: missed)
+KEEP_AFTER_END_S = 15.0
 PREFETCH = 2  # clips beyond the scheduled ones a page fetches ahead (the next card)
 JUMP_S = 0.25  # the timeline moving this much against the monotonic clock is a new epoch
 

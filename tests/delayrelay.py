@@ -1,7 +1,12 @@
 """A TCP relay that delays: each chunk it reads is written on `delay_ms` later, both ways, in
 order. The partition tests' slow link (tests/netns.py: this kernel has no netem).
 
-    python -m tests.delayrelay --listen IP:PORT --to IP:PORT --delay-ms N
+    python -m tests.delayrelay --listen IP:PORT --to IP:PORT --delay-ms N [--jitter-ms J]
+
+With `--jitter-ms J` each chunk's delay is drawn anew, uniformly in [N - J, N + J] (a Wi-Fi's
+jitter), but a chunk is never written before the one read before it, as TCP keeps order within
+a connection: a chunk drawn short behind one drawn long waits for it (so delays are correlated,
+as on a real queue). `--seed S` makes the draws repeatable.
 
 It prints one line once it listens, `delayrelay listening on IP:PORT` (the port it got, for
 `--listen IP:0`), and exits 0 on SIGTERM or SIGINT, closing every connection. Each accepted
@@ -22,6 +27,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import random
 import select
 import signal
 import subprocess
@@ -43,24 +49,37 @@ def _address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+Delay = Callable[[], float]  # the next chunk's delay (s)
+
+
+def fixed(delay_s: float) -> Delay:
+    return lambda: delay_s
+
+
+def jittered(delay_s: float, jitter_s: float, rng: random.Random) -> Delay:
+    return lambda: max(0.0, rng.uniform(delay_s - jitter_s, delay_s + jitter_s))
+
+
 async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                delay_s: float) -> None:
-    """One direction: a reader task stamps each chunk on arrival into a bounded queue; this
-    task writes each at its stamp + delay. `None` in the queue is the sender's EOF."""
+                delay: Delay | float) -> None:
+    """One direction: a reader task stamps each chunk on arrival, plus its delay, into a bounded
+    queue; this task writes each at its stamp, in order. `None` in the queue is the sender's
+    EOF."""
     queue: asyncio.Queue[tuple[float, bytes | None]] = asyncio.Queue(QUEUE_CHUNKS)
+    draw = fixed(delay) if isinstance(delay, int | float) else delay
 
     async def read() -> None:
         while True:
             data = await reader.read(CHUNK)
-            await queue.put((time.monotonic(), data or None))
+            await queue.put((time.monotonic() + draw(), data or None))
             if not data:
                 return
 
     reading = asyncio.create_task(read())
     try:
         while True:
-            stamp, data = await _next(queue, reading)
-            wait = stamp + delay_s - time.monotonic()
+            due, data = await _next(queue, reading)
+            wait = due - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
             if data is None:
@@ -92,15 +111,15 @@ async def _next(queue: asyncio.Queue[tuple[float, bytes | None]],
 
 
 async def _connection(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter,
-                      to: tuple[str, int], delay_s: float) -> None:
+                      to: tuple[str, int], up: Delay, down: Delay) -> None:
     try:
         server_r, server_w = await asyncio.wait_for(asyncio.open_connection(*to), 30)
     except (TimeoutError, OSError) as e:
         print(f"delayrelay: cannot reach {to[0]}:{to[1]}: {e}", file=sys.stderr, flush=True)
         client_w.close()
         return
-    pumps = [asyncio.create_task(_pump(client_r, server_w, delay_s)),
-             asyncio.create_task(_pump(server_r, client_w, delay_s))]
+    pumps = [asyncio.create_task(_pump(client_r, server_w, up)),
+             asyncio.create_task(_pump(server_r, client_w, down))]
     try:
         # both directions to their EOF; the first error ends both
         for done in asyncio.as_completed(pumps):
@@ -117,7 +136,15 @@ async def _connection(client_r: asyncio.StreamReader, client_w: asyncio.StreamWr
                 await p
 
 
-async def serve(listen: tuple[str, int], to: tuple[str, int], delay_ms: float) -> None:
+async def serve(listen: tuple[str, int], to: tuple[str, int], delay_ms: float,
+                jitter_ms: float = 0.0, seed: int | None = None) -> None:
+    rng = random.Random(seed)
+
+    def delay() -> Delay:
+        if jitter_ms <= 0:
+            return fixed(delay_ms / 1000)
+        return jittered(delay_ms / 1000, jitter_ms / 1000, rng)
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -132,7 +159,7 @@ async def serve(listen: tuple[str, int], to: tuple[str, int], delay_ms: float) -
             # cancelled only by the shutdown below; ended quietly, since asyncio's streams (3.11)
             # log a connection callback's cancellation as an error
             with contextlib.suppress(asyncio.CancelledError):
-                await _connection(r, w, to, delay_ms / 1000)
+                await _connection(r, w, to, delay(), delay())
         finally:
             tasks.discard(task)
 
@@ -153,10 +180,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--listen", type=_address, required=True, metavar="IP:PORT")
     parser.add_argument("--to", type=_address, required=True, metavar="IP:PORT")
     parser.add_argument("--delay-ms", type=float, required=True, metavar="N")
+    parser.add_argument("--jitter-ms", type=float, default=0.0, metavar="J",
+                        help="each chunk's delay uniform in [N - J, N + J] (J <= N)")
+    parser.add_argument("--seed", type=int, default=None, metavar="S")
     args = parser.parse_args(argv)
     if args.delay_ms < 0:
         parser.error("--delay-ms: a delay of 0 or more")
-    asyncio.run(serve(args.listen, args.to, args.delay_ms))
+    if not 0 <= args.jitter_ms <= args.delay_ms:
+        parser.error("--jitter-ms: from 0 to --delay-ms")
+    asyncio.run(serve(args.listen, args.to, args.delay_ms, args.jitter_ms, args.seed))
 
 
 def _text(address: tuple[str, int]) -> str:
@@ -169,8 +201,10 @@ class Relay:
     `start` returns."""
 
     def __init__(self, listen: tuple[str, int], to: tuple[str, int], delay_ms: float,
-                 popen: Callable[..., subprocess.Popen[Any]] = subprocess.Popen) -> None:
+                 popen: Callable[..., subprocess.Popen[Any]] = subprocess.Popen,
+                 jitter_ms: float = 0.0, seed: int | None = None) -> None:
         self.listen, self.to, self.delay_ms = listen, to, delay_ms
+        self.jitter_ms, self.seed = jitter_ms, seed
         self._popen = popen
         self.proc: subprocess.Popen[bytes] | None = None
         self.host, self.port = listen
@@ -178,7 +212,9 @@ class Relay:
     def start(self, timeout: float = 20.0) -> Relay:
         self.proc = self._popen(
             [sys.executable, "-m", "tests.delayrelay", "--listen", _text(self.listen),
-             "--to", _text(self.to), "--delay-ms", str(self.delay_ms)],
+             "--to", _text(self.to), "--delay-ms", str(self.delay_ms),
+             "--jitter-ms", str(self.jitter_ms),
+             *([] if self.seed is None else ["--seed", str(self.seed)])],
             stdout=subprocess.PIPE, cwd=ROOT)
         assert self.proc.stdout is not None
         fd, line, deadline = self.proc.stdout.fileno(), b"", time.monotonic() + timeout

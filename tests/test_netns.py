@@ -316,6 +316,48 @@ def test_relay_in_a_namespace_delays_each_chunk_both_ways_in_order(net: netns.Ne
             assert t_back - t_echoed >= delay_ms / 1000, (line, t_back - t_echoed)
 
 
+def test_relay_jitter_draws_each_delay_anew_and_keeps_order(net: netns.Net) -> None:
+    """`--jitter-ms`: 40 lines 20 ms apart through a relay of 80 ± 40 ms, echoed back: they
+    come back in order, each way at least 40 ms late, and the round trips spread (a fixed
+    delay would give them all within a few ms of 160)."""
+    a = net.host("a")
+    with listener(net.gateway) as srv, \
+            Relay((a.ip, 0), (net.gateway, srv.getsockname()[1]), 80, popen=a.popen,
+                  jitter_ms=40, seed=3) as relay:
+        client = socket.create_connection((a.ip, relay.port), timeout=10)
+        conn, _ = srv.accept()
+        n = 40
+
+        def echo() -> None:
+            for _ in range(n):
+                conn.sendall(recv_line(conn, 30))
+
+        th = threading.Thread(target=echo, daemon=True)
+        th.start()
+        back: list[tuple[bytes, float]] = []
+
+        def reader() -> None:
+            for _ in range(n):
+                back.append((recv_line(client, 30), time.monotonic()))
+
+        rd = threading.Thread(target=reader, daemon=True)
+        rd.start()
+        sent = []
+        for i in range(n):
+            line = f"line {i}\n".encode()
+            sent.append((line, time.monotonic()))
+            client.sendall(line)
+            time.sleep(0.02)
+        rd.join(30)
+        th.join(30)
+        client.close()
+        conn.close()
+    assert [x for x, _ in back] == [x for x, _ in sent]
+    rtts = [(t_back - t_sent) * 1000 for (_, t_sent), (_, t_back) in zip(sent, back, strict=True)]
+    assert min(rtts) >= 80, rtts
+    assert max(rtts) - min(rtts) >= 40, rtts
+
+
 def test_relay_memory_is_bounded_and_sigterm_ends_it_cleanly(tmp_path: Path) -> None:
     """A receiver that stops reading: the relay stops reading too (its queue is bounded), so the
     sender gets stuck after buffers and a few MiB, not after all it has; SIGTERM with the

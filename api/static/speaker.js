@@ -5,10 +5,10 @@
    plays each piece of audio at its timestamp):
    - the timeline: the engine's clock on the server, in seconds. A schedule says that sample
      `offset_s` of a clip sounds when the timeline reads `at_s`.
-   - performance.now(): this page's clock. ServerClock estimates timeline = f(performance) from
-     `sync` probes over the WebSocket (the probe's send and receive times bracket the server's
-     answer; the lowest-delay half of the last 40 probes gives the offset, a line through them
-     the drift, refreshed every second).
+   - performance.now(): this page's clock. ServerClock (speaker-clock.js) estimates timeline =
+     f(performance) from `sync` probes over the WebSocket, four a second (the probe's send and
+     receive times bracket the server's answer: the middle of the intersection of the last
+     120 brackets gives the offset, whatever the network's jitter).
    - the AudioContext's clock: OutputClock maps performance time to the context time whose
      sample is *heard* then, from getOutputTimestamp() sampled every 20 ms (one reading jitters
      by several ms: the median of the last half second is used, and a step, e.g. after an
@@ -18,9 +18,10 @@
    the sample that is due, faded in. Every 100 ms each clip still sounding is checked against
    the latest estimates; one that is more than 3 ms off twice in a row is crossfaded to a
    corrected copy (one not started yet is simply moved). A schedule without a clip this page
-   plays, after a stop, fades it out (from the stop's time, or now if that is past). A lost
-   connection fades everything out and says so; reconnecting, the page gets the schedule again
-   and catches up.
+   plays, after a stop, fades it out (from the stop's time, or now if that is past). A link that
+   goes quiet (1.5 s) or closes gets a new socket at once; meanwhile the clip sounding plays on
+   and nothing new starts (hush()); reconnected, the page gets the schedule again, catches up
+   and counts what it missed.
 
    A stop does not wait for this page's main thread: the WebSocket is held by a worker
    (speaker-socket.js) that closes a gate on the audio thread (speaker-gate.js, an AudioWorklet
@@ -43,83 +44,20 @@
   const MARGIN_S = 0.01; // a start or fade is placed at least this far after currentTime
   const FADE_IN_S = 0.005; // a clip joined in the middle fades in (no click)
   const RESYNC_S = 0.003; // a sounding clip further off than this is moved
-  const LOST_AFTER_MS = 3000; // no answer to a probe for this long: the connection is lost
+  const PROBE_MS = 250; // a clock probe this often (speaker-clock.js: more probes, a narrower estimate)
+  const QUIET_MS = 1500; // no answer to a probe for this long: the link is gone, a new socket now
+  const RENEW_MS = 1000; // a new socket that has not said hello in this long: another (a fresh SYN)
   // getOutputTimestamp() is read every 20 ms; one reading is several ms off, so the median of
   // the last WINDOW is used, and STEP readings in a row more than STEP_S off are a step
   const WINDOW = 25;
   const STEP = 6;
   const STEP_S = 0.004;
 
-  function median(xs) {
-    const v = xs.slice().sort((a, b) => a - b);
-    const n = v.length;
-    return n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-  }
+  const { median } = window.SpeakerClock;
 
   // ------------------------------------------------------------------ the server's timeline
-  class ServerClock {
-    constructor() {
-      this.reset();
-    }
-
-    reset() {
-      this.samples = [];
-      this.offset = null; // ms: timeline*1000 - performance, at `ref`
-      this.ref = 0;
-      this.drift = 0; // timeline seconds per performance second, minus 1
-      this.rtt = null;
-    }
-
-    add(sent, received, s) {
-      const rtt = received - sent;
-      if (!(rtt >= 0) || rtt > 2000) return;
-      const mid = (sent + received) / 2;
-      this.samples.push({ mid, rtt, off: s * 1000 - mid });
-      if (this.samples.length > 40) this.samples.shift();
-      this._fit();
-    }
-
-    _fit() {
-      const n = this.samples.length;
-      const best = this.samples.slice().sort((a, b) => a.rtt - b.rtt)
-        .slice(0, Math.max(3, Math.ceil(n / 2)));
-      this.rtt = best[0].rtt;
-      const mids = best.map((x) => x.mid);
-      const ref = median(mids);
-      let drift = 0;
-      const span = Math.max(...mids) - Math.min(...mids);
-      if (best.length >= 6 && span >= 20000) {
-        // least squares: off = a + drift * (mid - ref)
-        const mo = best.reduce((a, x) => a + x.off, 0) / best.length;
-        const mm = best.reduce((a, x) => a + x.mid, 0) / best.length;
-        let num = 0;
-        let den = 0;
-        for (const x of best) {
-          num += (x.mid - mm) * (x.off - mo);
-          den += (x.mid - mm) ** 2;
-        }
-        // clocks of real machines differ by well under 300 ppm: more is a stalled page
-        drift = den > 0 ? Math.max(-3e-4, Math.min(3e-4, num / den)) : 0;
-      }
-      this.drift = drift;
-      this.ref = ref;
-      this.offset = median(best.map((x) => x.off - drift * (x.mid - ref)));
-    }
-
-    get ready() {
-      return this.samples.length >= 5;
-    }
-
-    /** The timeline's time (s) at performance time `perf` (ms). */
-    timeline(perf) {
-      return (perf + this.offset + this.drift * (perf - this.ref)) / 1000;
-    }
-
-    /** The performance time (ms) at which the timeline reads `s`. */
-    perf(s) {
-      return (s * 1000 - this.offset + this.drift * this.ref) / (1 + this.drift);
-    }
-  }
+  // ServerClock: speaker-clock.js (the intersection of the probes' bounds; tested in node)
+  const { ServerClock } = window.SpeakerClock;
 
   // ------------------------------------------------------------------ this device's output
   class OutputClock {
@@ -191,13 +129,16 @@
   let volumeDb = 0;
   let online = false;
   let lastSyncRx = 0;
+  let renewedAt = 0; // when this page last opened a new socket itself (renew())
+  let renewals = 0; // new sockets opened since the link was last up
   let probeId = 0;
   const probes = new Map(); // id -> performance time sent
   const buffers = new Map(); // url -> Promise<AudioBuffer>
   const wanted = new Map(); // id -> clip entry, from the latest schedule
   const playing = new Map(); // id -> {c, src, gain, ctxAt, end, off}
   const stats = { placed: 0, late: 0, resyncs: 0, stops: 0, silenced: 0, retries: 0,
-    missed: 0, epochs: 0, log: [], stopLags: [] };
+    missed: 0, epochs: 0, quiet: 0, renewals: 0, heldOn: 0, withheld: 0, missedIds: [], hellos: [], log: [],
+    stopLags: [] };
   let epoch = null; // the server's timeline epoch this page's estimate belongs to
   let retryTimer = 0; // a clip whose fetch failed is asked for again while it is still due
   const done = new Set(); // ids of clips placed (or given up as missed) in this epoch
@@ -279,9 +220,14 @@
     query: { audience: "speaker" },
     token: () => key,
     onHello: () => {
-      server.reset();
+      // the probes of the last connection stay: the first answer on this one must agree
+      // with them (speaker-clock.js), so a page back from an outage plays on at once
+      server.reconnected();
       probes.clear();
       lastSyncRx = performance.now();
+      renewals = 0;
+      stats.hellos.push(lastSyncRx);
+      if (stats.hellos.length > 20) stats.hellos.shift();
       burst();
     },
     onState: (s) => {
@@ -291,7 +237,11 @@
     onStatus: (s) => {
       Y.showConnection(ui.conn, s);
       online = s === "online";
-      if (!online) lost();
+      // a link gone quiet or closed: what sounds plays on (hush); the server's own word that
+      // this process cannot read (cut_off: a cluster's process without its broker) or that
+      // there is nothing to reconnect to silences at once (lost)
+      if (s === "reconnecting" || s === "connecting") hush();
+      else if (!online) lost();
       render();
     },
     onOther: (msg) => {
@@ -305,6 +255,7 @@
         key = null; // replaced by the operator, or never given: the new link is needed
         Y.save(KEY, null);
       }
+      lost(); // refused: silent at once
       render();
       return false; // asking again will not help
     },
@@ -347,17 +298,51 @@
       latency_ms: lat === null || lat === undefined ? null : Math.max(0, lat * 1000) });
   }
 
+  /** A new socket now, without waiting for the old one's close event (on a link that died
+      quietly it comes only after TCP gives up, minutes later, and a socket still trying to
+      connect sends its next SYN seconds later: a fresh one tries at once). Channel's own
+      socket is left to it: set aside here, its events are then ignored (this.ws !== ws). */
+  function renew() {
+    const old = conn.ws;
+    conn.ws = null;
+    clearInterval(conn.pingTimer);
+    clearTimeout(conn.retryTimer);
+    if (old) {
+      try { old.close(); } catch (_e) { /* closing already */ }
+    }
+    // a cluster's processes in turn, as Channel does after a close (its own 2.5 s give-up
+    // never fires for a socket set aside here)
+    if (conn.bases.length > 1) conn.at = (conn.at + 1) % conn.bases.length;
+    renewedAt = performance.now();
+    renewals += 1;
+    stats.renewals += 1;
+    conn.attempt = 0;
+    conn._setStatus("reconnecting");
+    conn._open();
+  }
+
   setInterval(() => {
-    if (!online) return;
+    const now = performance.now();
+    if (refused || conn.stopped) return;
+    if (!online) {
+      // still connecting on a socket this page opened itself: a SYN or a hello lost in an
+      // outage is not waited for; after a minute of tries, every 3 s. A socket that closed
+      // (refused by a server that is down) is left to Channel's own backoff.
+      const every = renewals < 60 ? RENEW_MS : 3 * RENEW_MS;
+      if (renewedAt && conn.ws && conn.ws.readyState <= WebSocket.OPEN && now - renewedAt > every) {
+        renew();
+      }
+      return;
+    }
     probe();
     reportTick += 1;
-    if (ctx && reportTick % 2 === 0) report();
-    // a link that died without a close event: silence now, and reconnect
-    if (performance.now() - lastSyncRx > LOST_AFTER_MS && conn.ws) {
-      lost();
-      try { conn.ws.close(); } catch (_e) { /* closing already */ }
+    if (ctx && reportTick % 8 === 0) report();
+    // a link that died without a close event: what sounds plays on, and a new socket now
+    if (now - lastSyncRx > QUIET_MS && conn.ws) {
+      stats.quiet += 1;
+      renew();
     }
-  }, 1000);
+  }, PROBE_MS);
 
   // ------------------------------------------------------------------ audio
   function enable() {
@@ -565,12 +550,40 @@
     stats.silenced += 1;
   }
 
+  /** Silent now: refused, or told by the server that it cannot read. */
   function lost() {
     readyFrom = null;
-    for (const p of [...playing.values()]) fadeOut(p);
+    if (ctx) for (const p of [...playing.values()]) fadeOut(p);
     wanted.clear();
     seenStops = null;
     schedule = null;
+  }
+
+  /** The link is gone (quiet, or closed): the clips already sounding play on to their end, as
+      scheduled, since only a stop this page hears or its schedule running out silences it. A
+      hold made meanwhile cannot be heard, so the trade is bounded: no clip starts while the
+      link is gone (one placed ahead, the next verse or the next card's, is taken back; it is
+      placed again, late, if it is still due when the link returns, or counted as missed),
+      so at most the rest of the verse under way sounds after a hold this page did not hear,
+      and nothing of a card is played that the server has not begun to read by then. The
+      schedule, the stop counter and the clock stay: on the new socket the schedule's clips
+      due are joined in step, a stop made meanwhile fades out what it cut, and every clip
+      that passed unplayed is counted (missed). */
+  function hush() {
+    wanted.clear();
+    if (!ctx) return;
+    const now = ctx.currentTime;
+    for (const p of [...playing.values()]) {
+      if (p.when > now + 0.002) {
+        playing.delete(p.c.id);
+        done.delete(p.c.id);
+        p.src.onended = null;
+        p.src.stop();
+        stats.withheld += 1;
+      } else if (p.end > now) {
+        stats.heldOn += 1;
+      }
+    }
   }
 
   /** Keep every clip where the latest estimates put it: one not started yet is simply placed
@@ -612,6 +625,8 @@
         done.add(c.id);
         stats.missed += 1;
         stats.lastMissed = c.id;
+        stats.missedIds.push(c.id);
+        if (stats.missedIds.length > 100) stats.missedIds.shift();
       }
     }
     // kept to the clips the schedule still lists (it drops those long over): never cleared
@@ -642,7 +657,7 @@
       text = words !== `speaker_refused_${refused}` ? words : t("speaker_refused");
     } else if (!online) {
       state = "lost";
-      text = t("speaker_lost");
+      text = t(conn.status === "reconnecting" ? "speaker_reconnecting" : "speaker_lost");
     } else if (ctx && ctx.state !== "running") {
       state = "off";
       text = t("speaker_suspended");
@@ -678,6 +693,7 @@
       if (gate) gate.port.postMessage({ type: "stats" });
       return {
         ...stats, log: stats.log.slice(), stopLags: stats.stopLags.slice(),
+        missedIds: stats.missedIds.slice(), hellos: stats.hellos.slice(),
         playing: playing.size, rtt: server.rtt,
         drift: server.drift, offset: server.offset, probes: server.samples.length,
         latency: output ? output.latency() : null, jumps: output ? output.jumps.slice() : [],
