@@ -589,6 +589,24 @@
       this._closed(true);
     }
 
+    /** A new socket now, the old one set aside (its events are then ignored: this.ws !== ws)
+        and closed: for a page that knows its link is gone before the browser does (a speaker
+        page whose clock probes go unanswered). A cluster's processes are tried in turn, as
+        after a close. */
+    renew() {
+      const old = this.ws;
+      this.ws = null;
+      clearInterval(this.pingTimer);
+      clearTimeout(this.retryTimer);
+      if (old) {
+        try { old.close(); } catch (_e) { /* closing already */ }
+      }
+      if (this.bases.length > 1) this.at = (this.at + 1) % this.bases.length;
+      this.attempt = 0;
+      this._setStatus("reconnecting");
+      this._open();
+    }
+
     _wakeUp() {
       if (this.stopped || document.visibilityState === "hidden") return;
       this.shownAt = Date.now();

@@ -303,22 +303,10 @@
       connect sends its next SYN seconds later: a fresh one tries at once). Channel's own
       socket is left to it: set aside here, its events are then ignored (this.ws !== ws). */
   function renew() {
-    const old = conn.ws;
-    conn.ws = null;
-    clearInterval(conn.pingTimer);
-    clearTimeout(conn.retryTimer);
-    if (old) {
-      try { old.close(); } catch (_e) { /* closing already */ }
-    }
-    // a cluster's processes in turn, as Channel does after a close (its own 2.5 s give-up
-    // never fires for a socket set aside here)
-    if (conn.bases.length > 1) conn.at = (conn.at + 1) % conn.bases.length;
     renewedAt = performance.now();
     renewals += 1;
     stats.renewals += 1;
-    conn.attempt = 0;
-    conn._setStatus("reconnecting");
-    conn._open();
+    conn.renew();
   }
 
   setInterval(() => {
