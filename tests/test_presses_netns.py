@@ -1,8 +1,11 @@
 """Referee presses through a really impaired link (issue 47, item 7): a real `yomite serve` in one
 network namespace, three scripted phones that press as referee.js does (tests/press_phones.py)
-in another, packets between them lost (iptables' random drop, 8 % each way) with 3 s outages
-(everything dropped) in between, while a match is read (estimate voice, no sound). The operator
-watches from the root namespace on a clean link.
+in another, while a match is read (estimate voice, no sound). The operator watches from the root
+namespace on a clean link. Two profiles of the phones' link:
+- `lossy`: packets lost (iptables' random drop, 8 % each way) with 3 s outages (everything
+  dropped) in between;
+- `wifi`: every byte through a relay in the phones' namespace that delays it 80 ± 40 ms
+  (tests/delayrelay.py, its jitter drawn per chunk), 2 % loss, and outages of 12 s and 3 s.
 
 Counted, from the phones' answers, the server's verdicts (its log) and the match's journal:
 - 0 presses lost silently: each was answered applied, refused or superseded, or the phone said
@@ -28,6 +31,7 @@ import httpx2
 import pytest
 
 from tests import netns
+from tests.delayrelay import Relay
 
 from .serverproc import ROOT, Server
 
@@ -64,34 +68,52 @@ def past(here: tuple[int, int], seen: tuple[int, int]) -> bool:
     return seen[1] != 0 and here[1] > seen[1]
 
 
+# a profile: (loss, outages in turn (s), relay delay and jitter (ms), or None: no relay)
+PROFILES: dict[str, tuple[float, tuple[float, ...], tuple[float, float] | None]] = {
+    "lossy": (0.08, (3.0,), None),
+    "wifi": (0.02, (12.0, 3.0), (80.0, 40.0)),
+}
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
 def test_presses_through_loss_and_outages_are_applied_once_and_never_late(
-        tmp_path: Path) -> None:
+        tmp_path: Path, profile: str) -> None:
     netns.require()
+    loss, outages, relayed = PROFILES[profile]
     with netns.Net() as net:
         srv, ph = net.host("srv"), net.host("ph")
         s = Server(tmp_path, CONFIG, TOKEN, host=srv.ip, netns=srv.ns).start()
         child = None
+        relay: Relay | None = None
         try:
+            base = s.base
+            if relayed is not None:  # the phones reach the server only through the relay
+                relay = Relay(("127.0.0.1", 0), (srv.ip, s.port), relayed[0], popen=ph.popen,
+                              jitter_ms=relayed[1], seed=47).start()
+                base = f"http://127.0.0.1:{relay.port}"
             with httpx2.Client(base_url=s.base, headers=s.op, timeout=30) as c:
                 assert c.post("/api/channels/main/match", json={"seed": 5}).status_code == 200
                 assert c.post("/api/channels/main/match/start").status_code == 200
                 pin = c.get("/api/channels/main/pin").json()["pin"]
                 refs = [c.post("/api/channels/main/referees",
                                json={"pin": pin, "name": f"p{i}"}).json() for i in range(3)]
-            child = ph.popen([sys.executable, "-m", "tests.press_phones", s.base,
+            child = ph.popen([sys.executable, "-m", "tests.press_phones", base,
                               str(SECONDS), "47", *[r["token"] for r in refs]],
                              cwd=ROOT, stdout=subprocess.PIPE, text=True)
             assert child.stdout is not None
             assert child.stdout.readline().strip() == "PRESSING"
             t0 = time.monotonic()
-            cuts = 0
+            cuts: list[float] = []
             while time.monotonic() - t0 < SECONDS - 8:
-                ph.drop(srv.ip, 0.08, port=s.port)
+                ph.drop(srv.ip, loss, port=s.port)
                 time.sleep(5)
                 ph.heal()
+                outage = outages[len(cuts) % len(outages)]
+                if time.monotonic() - t0 + outage > SECONDS - 3:
+                    continue
                 ph.cut(srv.ip, port=s.port)
-                cuts += 1
-                time.sleep(3)
+                cuts.append(outage)
+                time.sleep(outage)
                 ph.heal()
             out = child.stdout.read()
             assert child.wait(60) == 0
@@ -104,6 +126,8 @@ def test_presses_through_loss_and_outages_are_applied_once_and_never_late(
             if child is not None and child.poll() is None:
                 child.kill()
                 child.wait(10)
+            if relay is not None:
+                relay.stop()
             s.stop()
         server_log = s.log()
 
@@ -172,14 +196,16 @@ def test_presses_through_loss_and_outages_are_applied_once_and_never_late(
         assert journal_holds.get(rid, 0) == applied_holds, (rid, journal_holds, applied_holds)
 
     presses = sum(counts.values()) + len(silent)
-    print(f"\n{presses} presses by {len(phones)} phones over {SECONDS:.0f} s, {cuts} outages of "
-          f"3 s between 8 % loss: {counts}; given up yet applied within the age: "
+    through = f", through {relayed[0]:.0f} ± {relayed[1]:.0f} ms" if relayed else ""
+    print(f"\n{profile}: {presses} presses by {len(phones)} phones over {SECONDS:.0f} s, outages "
+          f"of {cuts} s between {loss:.0%} loss{through}: {counts}; given up yet applied within "
+          f"the age: "
           f"{gave_up_applied}; applied past what the phone saw, within the grace: "
           f"{within_grace - len(later_verse)}; the server refused "
           f"{len(re.findall('refused: ', server_log))}; "
           f"reconnects {[p['reconnects'] for p in phones]}")
     assert presses >= 20, "too few presses to say anything"
-    assert counts["applied"] >= presses / 2, "most presses should get through 8 % loss"
+    assert counts["applied"] >= presses / 2, "most presses should get through the loss"
     assert counts["refused"] + counts["gave_up"] >= 1, "the outages refused nothing: no test"
     assert not silent, f"presses never answered: {silent}"
     assert not twice, f"moves applied twice: {twice}"
