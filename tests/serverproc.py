@@ -2,7 +2,6 @@
 its output kept for inspection."""
 
 import contextlib
-import ipaddress
 import os
 import signal
 import socket
@@ -17,6 +16,7 @@ from typing import Any
 import httpx2
 import yaml
 
+from api.addresses import is_loopback_host
 from tests import procstop
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,13 +121,7 @@ class Server:
         return f"{scheme}://{f'[{host}]' if ':' in host else host}:{self.port}"
 
     def _loopback(self, host: str | None = None) -> bool:
-        h = (host or self.host).strip("[]")
-        if h == "localhost":
-            return True
-        try:
-            return ipaddress.ip_address(h).is_loopback
-        except ValueError:
-            return False
+        return is_loopback_host(host or self.host)
 
     @property
     def verify(self) -> ssl.SSLContext | bool:

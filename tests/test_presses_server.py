@@ -8,8 +8,10 @@ ago than server.referees.press_max_age_s, or meant for a card no longer read, is
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -87,18 +89,24 @@ def hand_path(me: dict[str, str]) -> str:
     return f"/api/channels/main/holds/{me['referee']}"
 
 
+@contextlib.asynccontextmanager
+async def joined(s: Server, me: dict[str, Any]) -> AsyncIterator[tuple[Phone, Any]]:
+    """The referee `me` on the channel's socket (its first state read) and on REST."""
+    uri = f"ws://127.0.0.1:{s.port}/ws/channels/main?token={me['token']}"
+    auth = {"Authorization": f"Bearer {me['token']}"}
+    async with websockets.connect(uri) as ws, \
+            httpx2.AsyncClient(base_url=s.base, headers=auth, timeout=30) as rest:
+        phone = Phone(ws)
+        await phone.next("state")
+        yield phone, rest
+
 def test_a_late_copy_of_a_hold_after_its_release_is_ignored_over_socket_and_rest(
         tmp_path: Path) -> None:
     s, me = started(tmp_path)
     rid = me["referee"]
 
     async def run() -> None:
-        uri = f"ws://127.0.0.1:{s.port}/ws/channels/main?token={me['token']}"
-        auth = {"Authorization": f"Bearer {me['token']}"}
-        async with websockets.connect(uri) as ws, \
-                httpx2.AsyncClient(base_url=s.base, headers=auth, timeout=30) as rest:
-            phone = Phone(ws)
-            await phone.next("state")
+        async with joined(s, me) as (phone, rest):
             # the press by the socket; its REST fallback, sent too, applies nothing more
             await phone.send({"type": "hold", "move": 10})
             await phone.until(lambda st: holding(st, rid))
@@ -140,12 +148,7 @@ def test_a_hold_pressed_too_long_ago_is_refused_and_stops_nothing(tmp_path: Path
     rid = me["referee"]
 
     async def run() -> None:
-        uri = f"ws://127.0.0.1:{s.port}/ws/channels/main?token={me['token']}"
-        auth = {"Authorization": f"Bearer {me['token']}"}
-        async with websockets.connect(uri) as ws, \
-                httpx2.AsyncClient(base_url=s.base, headers=auth, timeout=30) as rest:
-            phone = Phone(ws)
-            await phone.next("state")
+        async with joined(s, me) as (phone, rest):
             now = await phone.clock()
             # pressed 3 s ago (the default age limit is 2 s): an outage's press
             await phone.send({"type": "hold", "move": 20, "at_s": now - 3.0})
@@ -174,12 +177,7 @@ def test_a_hold_meant_for_a_card_no_longer_read_is_refused(tmp_path: Path) -> No
     rid = me["referee"]
 
     async def run() -> None:
-        uri = f"ws://127.0.0.1:{s.port}/ws/channels/main?token={me['token']}"
-        auth = {"Authorization": f"Bearer {me['token']}"}
-        async with websockets.connect(uri) as ws, \
-                httpx2.AsyncClient(base_url=s.base, headers=auth, timeout=30) as rest:
-            phone = Phone(ws)
-            await phone.next("state")
+        async with joined(s, me) as (phone, rest):
 
             def card(n: int) -> Any:
                 return lambda st: ((st.get("match") or {}).get("segment") or {}).get("card") == n
