@@ -49,9 +49,11 @@ from cluster.speakers import RemoteSpeakers
 from hall.errors import ChannelStopped, Expired, NotSent
 from hall.inbox import Item
 from hall.recovery import RecoveryReport
+from hall.rendering import START_RENDER_TIMEOUT_S
 from hall.states import ChannelState
 from reader.clock import Clock
 from reader.engine import Engine
+from reader.events import Start
 from reader.journal import parse_lines
 
 log = logging.getLogger("yomite.cluster")
@@ -277,7 +279,11 @@ class RemoteRuntime:
 
     # ------------------------------------------------------------------ hall.seam.RuntimePort
     async def submit(self, item: Item, deadline: float | None = None) -> ChannelState:
-        return await self._ask(item_request(item))
+        # a start waits on its owner until the first clips are rendered (hall.runtime, up to
+        # START_RENDER_TIMEOUT_S), as one made there would: with the usual few seconds it
+        # expired while a cold voice rendered, and the operator was told to look and try again
+        extra = START_RENDER_TIMEOUT_S if isinstance(item, Start) else 0.0
+        return await self._ask(item_request(item), timeout_s=ASK_TIMEOUT_S + extra)
 
     def state(self) -> ChannelState:
         return self._state

@@ -56,7 +56,7 @@ def _require_environment() -> None:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     _require_environment()
     s = Server(tmp_path_factory.mktemp("speaker"), {
-        "match": {"memorise_s": 1, "cards": 3,
+        "match": {"memorise_s": 1, "cards": 4,
                   "gaps": {"after_call_s": 0.4, "between_verses_s": 0.5,
                            "between_cards_s": 0.6, "repeat_s": 0.5},
                   "resume": {"lead_in_s": LEAD_IN_S}},
@@ -135,6 +135,7 @@ REJOIN_SETTLE_S = 1.0  # once the page has had this long to settle: right after 
 #                   output's timestamps are new, and a working page was seen 158 ms off for a
 #                   moment (also on an idle machine), then moved in step by its own checks
 FREEZE_S = 2.0
+RELOAD_TRIES = 2  # B's reload in card 2's upper verse, and once more in the next card's
 
 
 def test_two_speakers_read_a_match_in_step_with_the_timeline(
@@ -177,8 +178,8 @@ def run_match(server: Server, a: SpeakerBrowser, b: SpeakerBrowser, schedule: Sc
     try:
         api(server, "POST", "/api/channels/main/match/start")
         # a hold in the prelude's upper verse and in card 1's lower verse, early in the verse
-        # (each step in the first card it can have from there: the 3 cards leave a card to
-        # spare for a moment missed at high load)
+        # (each step in the first card it can have from there: of the 4 cards, one is to spare
+        # for a moment missed at high load and one for B's second reload)
         card = 0
         for verse, first in (("kami", 0), ("shimo", 1)):
             least = max(first, card)
@@ -194,15 +195,25 @@ def run_match(server: Server, a: SpeakerBrowser, b: SpeakerBrowser, schedule: Sc
             api(server, "DELETE", "/api/channels/main/holds/@operator")
         # card 2's upper verse: speaker B reloads as it begins and rejoins in the middle of it
         # (at speed 0.45 an upper verse lasts 5.4 s or more: a reload and rejoin took up to
-        # 3.2 s at load 13, and the rejoined page is compared 1 s after it sounds again)
-        m = wait_for(server, "card 2's upper verse or a later one",
-                     lambda m: in_verse(m, tmap, "kami", max(2, card + 1), 0.05, left_s=0.0))
-        card = m["segment"]["card"]
-        t_reload = time.monotonic()
-        pb.reload()
-        b.enable()
-        reload_at = time.monotonic()
-        print(f"speaker B reloaded and ready in {reload_at - t_reload:.2f} s")
+        # 3.2 s at load 13, and the rejoined page is compared 1 s after it sounds again). A
+        # reload that outlasted its verse (12 s once, on a loaded CI machine: the old page
+        # played on until Chromium swapped it) is made again in the next card's upper verse
+        reloads: list[tuple[float, float]] = []
+        for _ in range(RELOAD_TRIES):
+            want = max(2, card + 1)
+            m = wait_for(server, f"card {want}'s upper verse or a later one",
+                         lambda m, c=want: in_verse(m, tmap, "kami", c, 0.05, left_s=0.0))
+            card = m["segment"]["card"]
+            t_reload = time.monotonic()
+            pb.reload()
+            t_loaded = time.monotonic()
+            b.enable()
+            reloads.append((t_reload, time.monotonic()))
+            left = tmap.mono(m["segment"]["ends_s"]) - reloads[-1][1]
+            print(f"speaker B reloaded in {t_loaded - t_reload:.2f} s, ready in "
+                  f"{reloads[-1][1] - t_reload:.2f} s, {left:.2f} s before its verse's end")
+            if left >= REJOIN_SETTLE_S + 0.6:
+                break
         expect(pa.locator("#sound")).to_have_attribute("data-state", "playing")
         SHOTS.mkdir(parents=True, exist_ok=True)
         pa.screenshot(path=str(SHOTS / "speaker-desktop.png"))
@@ -231,22 +242,24 @@ def run_match(server: Server, a: SpeakerBrowser, b: SpeakerBrowser, schedule: Sc
     finally:
         cap_a, cap_b = a.stop_recording(), b.stop_recording()
     check_audio(server, cap_a, cap_b, schedule, clips, tmap, holds, resumes,
-                Disturbed(t_reload, reload_at, frozen_at, thawed_at), a.stats(), b.stats())
+                Disturbed(reloads, frozen_at, thawed_at), a.stats(), b.stats())
 
 
 class Disturbed:
     """When the test itself disturbed a speaker: B's reload, A's freeze."""
 
-    def __init__(self, reload_from: float, reload_at: float, frozen_at: float,
+    def __init__(self, reloads: list[tuple[float, float]], frozen_at: float,
                  thawed_at: float) -> None:
-        self.reload_from, self.reload_at = reload_from, reload_at
+        # B's reloads (from, ready): the last is the one whose rejoin is compared
+        self.reloads = reloads
+        self.reload_from, self.reload_at = reloads[-1]
         self.frozen_at, self.thawed_at = frozen_at, thawed_at
 
     def of_a(self, t: float) -> bool:
         return self.frozen_at - 0.5 < t < self.thawed_at + 1.0
 
     def of_b(self, t: float) -> bool:
-        return self.reload_from - 0.5 < t < self.reload_at + 2.0
+        return any(f - 0.5 < t < at + 2.0 for f, at in self.reloads)
 
 
 def check_audio(server: Server, cap_a: Any, cap_b: Any, schedule: ScheduleLog, clips: ClipAudio,

@@ -16,6 +16,7 @@ WEIGHTS_S: dict[str, int] = {
     "test_recovery.py": 132,
     "test_cluster.py": 90,  # measured alone (five clusters of 2-3 processes and a broker)
     "test_cluster_speakers.py": 133,  # measured alone (two clusters, two Chromium speakers)
+    "test_cluster_start.py": 25,  # measured alone (a cluster of two, its render frozen 6 s)
     "test_cluster_census.py": 25,  # measured alone (a cluster, a kill, 15 s of expiry)
     "test_cluster_rooms.py": 20,  # measured alone (three processes, a kill, a restart)
     "test_cluster_quota.py": 10,  # measured alone (a cluster, twelve opens)
@@ -37,7 +38,7 @@ WEIGHTS_S: dict[str, int] = {
     "test_cluster_lease.py": 8,
     "test_fuzz.py": 103,
     "test_pages.py": 92,
-    "test_speaker_pages.py": 105,
+    "test_speaker_pages.py": 125,  # with a fourth card (a second reload, when one is slow)
     "test_faults.py": 91,
     "test_openjtalk.py": 57,
     "test_api.py": 48,
