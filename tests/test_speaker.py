@@ -148,3 +148,31 @@ async def test_the_speakers_get_a_stop_after_the_hall_output(tmp_path):
         await rt.stop()
     assert order == ["refresh", "device", "speakers"]
     assert rt.engine is not None and rt.engine.paused
+
+
+class _Match:
+    """A stand-in for a match's engine: the feed only tells one match from the next."""
+
+    def upcoming_clips(self):
+        return [verse_clip(7, Verse.KAMI)]
+
+
+def test_the_same_verse_has_a_new_url_in_every_match():
+    """Issue 47 reported two matches of the same order sharing a clip URL: the URL is a keyed
+    hash of the match's nonce, so the same clip in the next match (the same seed) has a new one,
+    in the schedule and in the prefetch list, and one URL within a match."""
+    f, sent = feed()
+    voice = PcmVoice()
+    kami = verse_clip(7, Verse.KAMI)
+    urls = []
+    for n in range(2):
+        match = _Match()
+        f.refresh(match, voice)
+        prefetch = sent[-1]["prefetch"]
+        at = [480000 * (n + 1), 480000 * (n + 1) + 96000]  # upper verse, read again
+        f.carry_out([PlayClip(kami, at[0], 0, 4)], match, voice)
+        f.carry_out([PlayClip(kami, at[1], 0, 4)], match, voice)
+        mine = [c["url"] for c in sent[-1]["clips"] if c["id"] in (f"4@{at[0]}", f"4@{at[1]}")]
+        assert len(mine) == 2 and set(mine) == set(prefetch), (mine, prefetch)
+        urls.append(mine[0])
+    assert urls[0] != urls[1]
