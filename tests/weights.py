@@ -29,7 +29,7 @@ WEIGHTS_S: dict[str, int] = {
     "test_cluster_bus_security.py": 80,  # measured alone (open and closed brokers, TLS)
     "test_netns.py": 25,  # measured alone (namespaces, cuts, loss, the relay)
     "test_tls.py": 55,  # measured alone (servers in namespaces, Chromium trusting their CA)
-    "test_speaker_link.py": 250,  # measured under load (three matches behind a relay, Chromium)
+    "test_speaker_link.py": 275,  # measured under load (three matches behind a relay, Chromium)
     "test_presses_netns.py": 90,  # measured under load (scripted phones through loss, outages)
     "test_presses_server.py": 60,  # measured under load (a real server, WebSocket and REST)
     "test_referee_link.py": 40,  # measured under load (Chromium, a frozen server)
