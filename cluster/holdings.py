@@ -105,6 +105,8 @@ class Holdings:
         rr = self.remotes.pop(name, None)
         if rr is not None:
             await rr.stop()
+        if name in self.hall.presses:
+            self.hall.presses[name].forward = None
         self.leases.pop(name, None)
 
     async def stop(self) -> None:
@@ -156,6 +158,8 @@ class Holdings:
         rr = self.remotes.pop(name, None)
         if rr is not None:
             await rr.stop()
+        presses = self.hall.presses[name]
+        presses.forward = None  # judged here from now on
         self.mirror.owned.add(name)
         stream = JournalStream(self.bus, name, self.node, last_seq=last_seq,
                                on_fenced=lambda: self._fenced(name))
@@ -178,7 +182,7 @@ class Holdings:
         stream.lease = lease
         svc.durable = stream.flushed
         assert lease.revision is not None
-        link = OwnerLink(self.bus, svc, self.node, lease.revision, self.link)
+        link = OwnerLink(self.bus, svc, self.node, lease.revision, self.link, presses)
         await link.start()
         self.owned[name] = (link, stream)
         svc.broker_up = True
@@ -271,6 +275,7 @@ class Holdings:
                            link=self.link, after_epoch=self._lost_epoch.get(name, -1))
         self.remotes[name] = rr
         svc.runtime = rr
+        self.hall.presses[name].forward = rr.press  # judged by the owner (hall.presses)
         svc.broker_up = self.link.up
         svc.speakers = speakers
         await rr.start()

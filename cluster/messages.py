@@ -3,6 +3,8 @@ channel's state, or the error the owner raised, the same class on this side), an
 published states.
 
     request  {"op": "apply", "type": "Hold", "item": {...}}   -> {"state": {...}, "output": {...}}
+             {"op": "press", "type": "Hold", "item": {...}, "press": {...}, "trusted": false}
+                                                               -> {..., "verdict": {...}}
              {"op": "latest"}                                  -> {"state": {...}, "output": {...}}
              {"op": "volume", "volume_db": -6.0}               -> {"state": {...}, "output": {...}}
     error    {"error": {"type": "IllegalMove", "message": "...", "attrs": {...}}}
@@ -11,6 +13,10 @@ A command (every op but "latest") also carries its `id` (applied once), the owne
 was meant for and its `deadline` on that owner's monotonic clock (cluster.remote); every
 message of the owner carries, in its headers, its name, epoch, publication number and its
 monotonic clock when sent (`MONO`).
+
+A referee page's press ("press") is judged by the owner (hall.presses: its move applied once,
+never an older after a newer), whatever process the page reached: the socket's press and its
+REST fallback's copy may arrive through two processes.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from audio.errors import AudioError, CodecError, DeviceError, PackError, VoiceEr
 from cluster.codec import from_plain, to_plain
 from hall.errors import ChannelFault, ChannelStopped, Expired, JournalUnavailable, NotSent
 from hall.inbox import Item, PrepareMatch
+from hall.presses import Press, Verdict
 from hall.states import ChannelState
 from reader.errors import (
     BadDeck,
@@ -33,7 +40,7 @@ from reader.errors import (
     ReaderError,
     TooManyCards,
 )
-from reader.events import Event, Tick
+from reader.events import Event, Hold, Release, Tick
 
 
 class StaleOwner(NotSent):
@@ -73,6 +80,7 @@ class Output:
 class Reply:
     state: ChannelState
     output: Output
+    verdict: Verdict | None = None  # a press's, judged by the owner
 
 
 def encode(obj: dict[str, Any]) -> bytes:
@@ -106,8 +114,24 @@ def read_item(msg: dict[str, Any]) -> Item:
     return item
 
 
-def reply(state: ChannelState, output: Output) -> bytes:
-    return encode({"state": to_plain(state), "output": to_plain(output)})
+def press_request(event: Hold | Release, press: Press, trusted: bool) -> bytes:
+    return encode({"op": "press", "type": type(event).__name__, "item": to_plain(event),
+                   "press": to_plain(press), "trusted": trusted})
+
+
+def read_press(msg: dict[str, Any]) -> tuple[Hold | Release, Press, bool]:
+    t = {"Hold": Hold, "Release": Release}.get(str(msg.get("type")))
+    if t is None:
+        raise ProtocolError(f"a press of {msg.get('type')!r}")
+    event: Hold | Release = from_plain(t, msg.get("item"))
+    return event, from_plain(Press, msg.get("press")), msg.get("trusted") is True
+
+
+def reply(state: ChannelState, output: Output, verdict: Verdict | None = None) -> bytes:
+    out = {"state": to_plain(state), "output": to_plain(output)}
+    if verdict is not None:
+        out["verdict"] = to_plain(verdict)
+    return encode(out)
 
 
 def read_reply(msg: dict[str, Any]) -> Reply:
@@ -115,7 +139,9 @@ def read_reply(msg: dict[str, Any]) -> Reply:
     err = msg.get("error")
     if err is not None:
         raise error_from(err)
-    return Reply(from_plain(ChannelState, msg.get("state")), from_plain(Output, msg.get("output")))
+    v = msg.get("verdict")
+    return Reply(from_plain(ChannelState, msg.get("state")), from_plain(Output, msg.get("output")),
+                 None if v is None else from_plain(Verdict, v))
 
 
 def error_reply(e: BaseException) -> bytes:

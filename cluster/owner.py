@@ -29,11 +29,13 @@ from cluster.messages import (
     decode,
     error_reply,
     read_item,
+    read_press,
     reply,
 )
 from cluster.speakers import OwnerSpeakers
 from hall.channel import ChannelService
 from hall.errors import Expired
+from hall.presses import ChannelPresses
 from hall.seam import Latest
 from hall.speaker import SpeakerFeed
 
@@ -45,9 +47,10 @@ ANSWERS_KEPT = 512  # the last commands' answers, by id (a command sent twice is
 
 class OwnerLink:
     def __init__(self, bus: Bus, svc: ChannelService, node: str, epoch: int,
-                 link: BrokerLink | None = None) -> None:
+                 link: BrokerLink | None = None, presses: ChannelPresses | None = None) -> None:
         self.bus = bus
         self.svc = svc
+        self.presses = presses  # the channel's referees' moves, judged here for every process
         self.node = node
         self.epoch = epoch
         self.link = link
@@ -182,8 +185,15 @@ class OwnerLink:
         """A command applied (or refused): its answer."""
         try:
             op = body.get("op")
+            verdict = None
             if op == "apply":
                 await self.svc.apply(read_item(body), deadline)
+            elif op == "press":
+                if self.presses is None:
+                    raise ProtocolError("presses are not judged by this reader")
+                event, press, trusted = read_press(body)
+                verdict = await self.presses.press(event, press, trusted=trusted,
+                                                   deadline=deadline)
             elif op == "volume":
                 v = body.get("volume_db")
                 if not isinstance(v, int | float) or not MIN_VOLUME_DB <= v <= MAX_VOLUME_DB:
@@ -191,6 +201,6 @@ class OwnerLink:
                 self.svc.set_volume(float(v))
             elif op != "latest":
                 raise ProtocolError(f"unknown op {op!r}")
-            return reply(self.svc.latest().state.state, self._output())
+            return reply(self.svc.latest().state.state, self._output(), verdict)
         except Exception as e:
             return error_reply(e)

@@ -42,18 +42,20 @@ from cluster.messages import (
     decode,
     encode,
     item_request,
+    press_request,
     read_reply,
 )
 from cluster.mirror import JournalMirror
 from cluster.speakers import RemoteSpeakers
-from hall.errors import ChannelStopped, Expired, NotSent
+from hall.errors import ChannelFault, ChannelStopped, Expired, NotSent
 from hall.inbox import Item
+from hall.presses import Press, Verdict
 from hall.recovery import RecoveryReport
 from hall.rendering import START_RENDER_TIMEOUT_S
 from hall.states import ChannelState
 from reader.clock import Clock
 from reader.engine import Engine
-from reader.events import Start
+from reader.events import Hold, Release, Start
 from reader.journal import parse_lines
 
 log = logging.getLogger("yomite.cluster")
@@ -207,7 +209,7 @@ class RemoteRuntime:
     def _unsent(self, why: str) -> NotSent:
         return NotSent(f"not sent: {why}; nothing was applied (channel {self.name})")
 
-    async def _ask(self, data: bytes, timeout_s: float = ASK_TIMEOUT_S) -> ChannelState:
+    async def _ask(self, data: bytes, timeout_s: float = ASK_TIMEOUT_S) -> Reply:
         """A request to the owner (`data`: not yet stamped with an id and a deadline),
         answered within `timeout_s` or refused for good (see the module's docstring)."""
         if self.link is not None and not self.link.up:
@@ -239,7 +241,7 @@ class RemoteRuntime:
         bound = self._bounds.get(self._epoch)
         return None if bound is None else bound.owner_at(end - REPLY_S)
 
-    async def _request(self, data: bytes, end: float, *, read_only: bool) -> ChannelState:
+    async def _request(self, data: bytes, end: float, *, read_only: bool) -> Reply:
         try:
             msg = await self.bus.nc.request(self.bus.subjects.cmd(self.name), data,
                                             timeout=max(0.05, end - time.monotonic()))
@@ -265,7 +267,7 @@ class RemoteRuntime:
         finally:
             self._learn(msg.headers or {})
         self._show(r, msg.headers or {})
-        return r.state
+        return r
 
     def _learn(self, headers: dict[str, str]) -> None:
         """An answer's clock, even an error's: it bounds the owner's clock all the same."""
@@ -283,7 +285,18 @@ class RemoteRuntime:
         # START_RENDER_TIMEOUT_S), as one made there would: with the usual few seconds it
         # expired while a cold voice rendered, and the operator was told to look and try again
         extra = START_RENDER_TIMEOUT_S if isinstance(item, Start) else 0.0
-        return await self._ask(item_request(item), timeout_s=ASK_TIMEOUT_S + extra)
+        return (await self._ask(item_request(item), timeout_s=ASK_TIMEOUT_S + extra)).state
+
+    async def press(self, event: Hold | Release, press: Press, trusted: bool) -> Verdict | None:
+        """A referee page's press, judged and applied by the owner (hall.presses): its verdict,
+        or None from an owner that does not judge presses (then judged here, as before)."""
+        try:
+            r = await self._ask(press_request(event, press, trusted))
+        except ChannelFault as e:
+            if "unknown op" in str(e):
+                return None
+            raise
+        return r.verdict
 
     def state(self) -> ChannelState:
         return self._state

@@ -125,7 +125,8 @@ class ChannelService:
         return min(float(self.channel_changes_burst),
                    tokens + (now - at) * self.channel_changes_per_s)
 
-    async def hand(self, event: Hold | Release, *, trusted: bool = False) -> None:
+    async def hand(self, event: Hold | Release, *, trusted: bool = False,
+                   deadline: float | None = None) -> None:
         """A referee's hand goes up or down.
 
         A hand going up is applied at once, always: a hold stops the reading, whatever else,
@@ -138,7 +139,9 @@ class ChannelService:
         ends up where the hands finally are, and the journal's lines are bounded by the
         channel's budget (a hand can only go up again after it went down). The budgets are
         the referee's, kept here, whatever socket or request it comes by. `trusted` (the
-        operator) is never budgeted."""
+        operator) is never budgeted. `deadline` (time.monotonic): a press another process of a
+        cluster sent here (cluster.owner) is applied before it or never; a release that waits
+        for its budget is applied when the budget allows, as any other."""
         assert self.runtime is not None
         ref = event.referee
         now = asyncio.get_running_loop().time()
@@ -149,13 +152,13 @@ class ChannelService:
             if self._pending.pop(ref, None) is not None:
                 self.deferred += 1
             self._last_change[ref] = now
-            await self.runtime.submit(event)
-            await self._durable()
+            await self.runtime.submit(event, deadline)
+            await self._durable(deadline)
             return
         if trusted:
             self._pending.pop(ref, None)
-            await self.runtime.submit(event)
-            await self._durable()
+            await self.runtime.submit(event, deadline)
+            await self._durable(deadline)
             return
         if (not self._releasing and not self._pending and self._due(ref, now) <= 0
                 and self._channel_bucket(now) >= 1.0):
@@ -163,11 +166,11 @@ class ChannelService:
             self._spend_channel(now)
             self._releasing = True
             try:
-                await self.runtime.submit(event)
+                await self.runtime.submit(event, deadline)
             finally:
                 self._releasing = False
                 self._next_release()
-            await self._durable()
+            await self._durable(deadline)
             return
         self._pending[ref] = event  # a referee already waiting keeps its place
         self.deferred += 1

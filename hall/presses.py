@@ -25,13 +25,15 @@ page estimates it (`at_s`). The rule, per referee:
 `Presses` is pure: no clock is read and nothing waits; the caller passes the time (the
 channel's match clock, on which the states' `started_s` are measured) and the states.
 `ChannelPresses` puts it in front of one channel's hands (hall.seam.ChannelPort.hand), with the
-clock given.
+clock given. In a cluster's other processes a press is sent on to the channel's owner
+(`forward`, cluster.remote), which judges it with its own `Presses`: the socket's press and its
+REST fallback's copy may reach two processes, and only the owner sees both.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -216,17 +218,25 @@ class ChannelPresses:
         self.rule = rule
         self.port = port
         self.clock = clock
+        # set while another process reads the channel: the press judged and applied there
+        # (None back: an owner that does not judge presses, so judged here as before)
+        self.forward: Callable[[Hold | Release, Press, bool],
+                               Awaitable[Verdict | None]] | None = None
 
     def see(self, latest: Latest) -> None:
         self.rule.see(latest.state.state)
 
-    async def press(self, event: Hold | Release, press: Press, *,
-                    trusted: bool = False) -> Verdict:
+    async def press(self, event: Hold | Release, press: Press, *, trusted: bool = False,
+                    deadline: float | None = None) -> Verdict:
         """A referee page's press: the hand moved (ChannelPort.hand) if the rule applies it;
-        the verdict says what was done."""
+        the verdict says what was done. `deadline`: see ChannelPort.hand."""
+        if self.forward is not None:
+            judged = await self.forward(event, press, trusted)
+            if judged is not None:
+                return judged
         v = self.rule.judge(event.referee, isinstance(event, Hold), press, self.clock())
         if v.apply:
-            await self.port.hand(event, trusted=trusted)
+            await self.port.hand(event, trusted=trusted, deadline=deadline)
         if v.refused or press.move is not None:  # a page's press: one line (a person's pace)
             log.info("channel %s: %s's %s %s", self.port.name, event.referee,
                      "hold" if isinstance(event, Hold) else "release", v)

@@ -47,9 +47,11 @@ class ChannelPort(Protocol):
         applied after it."""
         ...
 
-    async def hand(self, event: Hold | Release, *, trusted: bool = False) -> None:
+    async def hand(self, event: Hold | Release, *, trusted: bool = False,
+                   deadline: float | None = None) -> None:
         """A referee's hand up (applied at once) or down (budgeted per referee and per channel
-        unless `trusted`: the operator)."""
+        unless `trusted`: the operator); `deadline`: applied before it (time.monotonic) or
+        never."""
         ...
 
     def latest(self) -> Latest:

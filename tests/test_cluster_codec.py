@@ -12,12 +12,15 @@ from cluster.messages import (
     error_from,
     error_reply,
     item_request,
+    press_request,
     read_item,
+    read_press,
     read_reply,
     reply,
 )
 from hall.errors import ChannelFault, JournalUnavailable
 from hall.inbox import PrepareMatch, RenderGate
+from hall.presses import Outcome, Press, Verdict
 from hall.recovery import RecoveryReport
 from hall.rendering import RenderProgress
 from hall.states import ChannelState, MatchState
@@ -94,3 +97,18 @@ def test_the_owners_errors_come_back_as_their_own_class() -> None:
     # anything unforeseen is a fault of the channel, naming what it was
     e = error_from(decode(error_reply(ZeroDivisionError("division by zero")))["error"])
     assert type(e) is ChannelFault and "ZeroDivisionError" in str(e)
+
+
+def test_a_press_and_its_verdict_come_back_equal() -> None:
+    for event, press, trusted in ((Hold("r1", "mat 3"), Press(12, 3, "kami", 41.25), False),
+                                  (Release("r1"), Press(13), False),
+                                  (Release("@operator"), Press(), True)):
+        assert read_press(decode(press_request(event, press, trusted))) == (
+            event, press, trusted)
+    v = Verdict(Outcome.SUPERSEDED, 12, 13, None, None, 42.0)
+    r = read_reply(decode(reply(channel_state(), Output("ok", {}, "device", 0.0), v)))
+    assert r.verdict == v and r.state == channel_state()
+    assert read_reply(decode(reply(channel_state(), Output("ok", {}, "device", 0.0)))).verdict \
+        is None
+    with pytest.raises(ProtocolError, match="a press of"):
+        read_press({"op": "press", "type": "Start", "item": {}, "press": {}})

@@ -20,7 +20,7 @@ class RecordingRuntime:
         self.canary: list[bool] = []
         self.at_once: list[bool] = []
 
-    async def submit(self, event) -> dict:
+    async def submit(self, event, deadline=None) -> dict:
         self.post(event)
         return {}
 

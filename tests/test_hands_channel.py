@@ -28,7 +28,7 @@ class Inbox:
         self.queue: list[tuple[Item, asyncio.Future[Any] | None]] = []
         self.applied: list[Item] = []
 
-    async def submit(self, item: Item) -> dict[str, Any]:
+    async def submit(self, item: Item, deadline: float | None = None) -> dict[str, Any]:
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.queue.append((item, fut))
         return await fut  # type: ignore[no-any-return]
