@@ -15,7 +15,7 @@ import httpx2
 import pytest
 
 from tests.natsbroker import Broker
-from tests.serverproc import Server
+from tests.serverproc import Server, wait_rendered
 
 TOKEN = "cluster-tests-operator-token-0123456789abc"
 TTL = 2.0
@@ -194,6 +194,7 @@ def reading_a_verse(s: Server, ch: str) -> bool:
 def start_match(s: Server, ch: str) -> None:
     r = call(s, "POST", f"/api/channels/{ch}/match", json={})
     assert r.status_code == 200, r.text
+    wait_rendered(s, ch)  # (a cold Open JTalk cache; the estimate voice is ready at once)
     r = call(s, "POST", f"/api/channels/{ch}/match/start")
     assert r.status_code == 200, r.text
 

