@@ -27,6 +27,10 @@ fi
 # shellcheck disable=SC1091
 . "$run/env.sh"
 
+# the browser speakers' voice clips rendered before the suite, not while they play
+export YOMITE_TEST_CACHE="${YOMITE_TEST_CACHE:-/tmp/yomite-test-cache}"
+BIN="$bin" scripts/warm-test-voices.sh
+
 t0=$(date +%s)
 if [ "$workers" -gt 1 ]; then
     # a test file to a worker, the longest first (tests/weights.py; xdist's own order would be

@@ -39,6 +39,12 @@ from .chromium import AUDIO_ARGS, AUDIO_LAUNCH, CHROMIUM, CHROMIUM_ARGS, require
 RATE = 48000
 
 
+def _realtime() -> None:
+    """In a child before it runs: real-time below the sound server, where allowed."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(3))
+
+
 class SpeakerBrowser:
     """One speaker device: its own null sink, its own Chromium, its own recording."""
 
@@ -53,10 +59,12 @@ class SpeakerBrowser:
             raise RuntimeError(f"cannot add a null sink ({load.stderr.strip()}); is the audio "
                                "harness up? run the tests with `make test`")
         self.module = load.stdout.strip()
-        # an idle null sink renders 2 s ahead: a low-latency client holds it to real time
+        # an idle null sink renders 2 s ahead: a low-latency client holds it to real time. The
+        # keeper runs real-time as the recorder does (tests/audio_capture.py): starved by a
+        # loaded machine, it let the sink render in bursts, and a recorder never saw it steady
         self.keeper = subprocess.Popen(
             ["parec", "-d", f"{self.name}.monitor", "--raw", "--latency-msec=5"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_realtime)
         env = {**os.environ, "PULSE_SINK": self.name}
         require_chromium()
         self.browser: Browser = pw.chromium.launch(
