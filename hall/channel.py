@@ -139,9 +139,7 @@ class ChannelService:
         ends up where the hands finally are, and the journal's lines are bounded by the
         channel's budget (a hand can only go up again after it went down). The budgets are
         the referee's, kept here, whatever socket or request it comes by. `trusted` (the
-        operator) is never budgeted. `deadline` (time.monotonic): a press another process of a
-        cluster sent here (cluster.owner) is applied before it or never; a release that waits
-        for its budget is applied when the budget allows, as any other."""
+        operator) is never budgeted. `deadline`: ChannelPort.hand's (not a waiting release's)."""
         assert self.runtime is not None
         ref = event.referee
         now = asyncio.get_running_loop().time()
