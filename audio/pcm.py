@@ -89,11 +89,17 @@ def trim_noise(
     peak_relative_db: float = -45.0,
     frame_ms: float = 10.0,
     margin_ms: float = 20.0,
+    tail_db: float = -45.0,
+    tail_above_floor_db: float = 6.0,
 ) -> Pcm:
     """`x` without its leading and trailing silence, where silence is judged on the
     recording's own noise floor: the first and last 10 ms frames whose RMS stands
     `above_floor_db` above the floor (and above `peak_relative_db` from the peak, for clean
     recordings) bound the speech; `margin_ms` is kept either side for soft onsets and decays.
+    The last sound's tail is followed further down, while it stays unbroken above both
+    `tail_db` below the loudest frame and `tail_above_floor_db` above the floor: a reader's
+    voice dying away is kept to -40 dB where the room is quiet enough (issue 48; the sample
+    peak's -45 dB is only about -34 dB of a voice's loudest frame).
 
     `trim_silence` looks at single samples against the peak, which is right for synthetic
     speech (digital silence) but keeps a room's noise tail, up to 180 ms of it in a real pack.
@@ -113,9 +119,15 @@ def trim_noise(
     loud = np.flatnonzero(rms >= gate)
     if loud.size == 0:  # noise as loud as anything in it: judge on the peak alone
         return trim_silence(a, rate)
+    last = int(loud[-1])
+    tail = float(np.max(rms)) * 10.0 ** (tail_db / 20.0)
+    if math.isfinite(floor):
+        tail = max(tail, 10.0 ** ((floor + tail_above_floor_db) / 20.0))
+    while last + 1 < rms.size and tail <= rms[last + 1] < rms[last] * 1.41:  # still dying away
+        last += 1
     margin = round(margin_ms * rate / 1000.0)
     start = max(0, int(loud[0]) * n - margin)
-    stop = min(a.size, (int(loud[-1]) + 1) * n + margin)
+    stop = min(a.size, (last + 1) * n + margin)
     return a[start:stop]
 
 

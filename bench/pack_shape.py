@@ -23,8 +23,9 @@ import numpy as np
 from audio.codec import write_wav
 from audio.pcm import Pcm, trim_noise
 from audio.voices.chant import level, release
-from audio.voices.packshape import ShapeStyle, stretch_parts, track
+from audio.voices.packshape import ShapeStyle, stretch_parts
 from audio.voices.packvoice import PackVoice
+from audio.voices.pitchtrack import track
 from audio.voices.pronunciation import morae
 from bench.reading_style import VerseFigures, measure
 from reader.clip import Clip, Verse

@@ -406,10 +406,14 @@ async def check_flushes(sink_class: type, device: str, monitor: str, tmp_path: P
         print(f"flush: cut before the stop's frame by {early} frames (queued: {queued}); clip "
               f"placement change across each flush {steps} frames")
         moved = [d for d in steps if abs(d) > 4 * BLOCK]
-        if len(moved) == 1:
+        one_clip = (len(moved) == 2 and abs(sum(moved)) <= 4 * BLOCK
+                    and any(abs(a) > 4 * BLOCK and abs(b) > 4 * BLOCK
+                            for a, b in itertools.pairwise(steps)))
+        if len(moved) == 1 or one_clip:
             # one flush restarted late by the machine (an idle fresh clone's run: 2845 frames
-            # across one of five, the others within 255): again. A missing skip moves the
-            # sound at every flush, and fails every attempt
+            # across one of five, the others within 255), or one clip out of place and the next
+            # back (a loaded one: [352, 227, 3285, -3003, 57]): again. A missing skip moves the
+            # sound at every flush, the same way, and fails every attempt
             dropped[0] = 1
         assert not moved, (
             f"the clock moved against the sound by {steps} frames across the flushes")

@@ -19,10 +19,13 @@ Without a transcript's timing the held end is found in the sound (`held_onset`):
 loud voiced frame back, as long as the pitch stays within `HOLD_ST` and the spectral envelope
 within `HOLD_SPECTRUM_DB` of the sound `STEADY_S` later (a vowel change at the same pitch ends
 it, a slow drift does not). The verse's median mora is the speech left, pauses and held sound
-taken out, over its morae less one (counted from its kana). The pitch is an autocorrelation
-in numpy (normalised by the window's own, as Boersma's), 40 ms windows every 10 ms; the
-envelope 14 cepstral coefficients. Everything here is arithmetic on the PCM it is given, and
-deterministic; the stretching is Rubber Band's (`audio.voices.tempo`), one pass per part.
+taken out, over its morae less one (counted from its kana); the pitch and envelope are
+`audio.voices.pitchtrack`'s.
+
+The speech is stretched by Rubber Band (`audio.voices.tempo`), one pass per run between pauses;
+the held sound and its release never are (issue 48: a stretcher scales the vibrato's rate with
+the time): `audio.voices.heldend` splices the held sound shorter or longer and lets the release
+die faster. Everything here is arithmetic on the PCM it is given, and deterministic.
 """
 
 from __future__ import annotations
@@ -34,10 +37,12 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from audio.pcm import Pcm, as_pcm, noise_floor_db, resample
+from audio.pcm import Pcm, as_pcm, noise_floor_db
+from audio.voices import heldend
+from audio.voices.pitchtrack import HOP_S, WINDOW_S, envelope_db, track
 from audio.voices.tempo import MAX_RATIO, MIN_RATIO, stretch
 
-VERSION: Final = 1  # part of a shaped clip's cache key: bump when the shaping changes
+VERSION: Final = 2  # part of a shaped clip's cache key: bump when the shaping changes
 PAUSE_S: Final = 0.1  # a silence this long inside a verse is a pause (the bench's measure)
 SILENT_DB: Final = 45.0  # below the verse's loudest 5 ms: silence (as bench/reading_style.py)
 ABOVE_FLOOR_DB: Final = 6.0  # or within this of a recording's own noise floor
@@ -47,13 +52,6 @@ HOLD_GLITCH: Final = 2  # analysis frames that may stray inside the held sound
 LOUD_DB: Final = 20.0  # the held sound is within this of the verse's loudest frame
 REFERENCE_S: Final = 0.3  # its pitch: the median over this long before its last loud frame
 STEADY_S: Final = 0.05  # its envelope changes little over this long
-TRACK_RATE: Final = 16000
-HOP_S: Final = 0.01
-WINDOW_S: Final = 0.04
-F0_RANGE: Final = (75.0, 600.0)
-VOICED_R: Final = 0.5  # the normalised autocorrelation's peak, voiced above this
-OCTAVE_SHARE: Final = 0.85  # a shorter lag this nearly as good is the period
-CEPSTRA: Final = 14  # the spectral envelope: this many cepstral coefficients
 XFADE_S: Final = 0.01  # parts stretched apart meet over this long
 SEEK_S: Final = 0.005  # ± this far for the best-matching phase there
 MIN_MORA_S: Final = 0.05  # a held end that leaves the other morae less than this is none
@@ -178,59 +176,6 @@ def pauses(x: Pcm, rate: int, min_s: float = PAUSE_S) -> list[tuple[int, int]]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class Track:
-    """Each analysis frame (HOP_S apart, WINDOW_S long): its pitch (Hz, 0 unvoiced), level
-    (dB) and spectral envelope (`CEPSTRA` cepstral coefficients of the power, level left out)."""
-
-    f0: npt.NDArray[np.float64]
-    db: npt.NDArray[np.float64]
-    envelope: npt.NDArray[np.float64]
-
-
-def track(x: Pcm, rate: int) -> Track:
-    """Pitch by autocorrelation, normalised by the window's own (Boersma 1993)."""
-    y = resample(x, rate, TRACK_RATE).astype(np.float64)
-    hop, win = round(HOP_S * TRACK_RATE), round(WINDOW_S * TRACK_RATE)
-    count = max(0, 1 + (y.size - win) // hop)
-    if count == 0:
-        empty = np.zeros(0)
-        return Track(empty, empty, np.zeros((0, CEPSTRA)))
-    idx = np.arange(win)[None, :] + hop * np.arange(count)[:, None]
-    frames = y[idx]
-    frames = frames - frames.mean(axis=1, keepdims=True)
-    w = np.hanning(win)
-    nfft = 2 * 2 ** math.ceil(math.log2(win))
-    spec = np.fft.rfft(frames * w, nfft)
-    power = np.abs(spec) ** 2
-    ac = np.fft.irfft(power, nfft)[:, :win]
-    w_ac = np.fft.irfft(np.abs(np.fft.rfft(w, nfft)) ** 2, nfft)[:win]
-    lo, hi = math.floor(TRACK_RATE / F0_RANGE[1]), math.ceil(TRACK_RATE / F0_RANGE[0])
-    r = ac[:, : hi + 2] / np.maximum(ac[:, :1], 1e-20) / (w_ac[: hi + 2] / w_ac[0])
-    # the shortest lag whose peak is nearly the best (a longer one is a multiple of the period)
-    seg = r[:, lo: hi + 1]
-    peak = np.zeros_like(seg, dtype=bool)
-    peak[:, 1:-1] = (seg[:, 1:-1] >= seg[:, :-2]) & (seg[:, 1:-1] >= seg[:, 2:])
-    good = peak & (seg >= OCTAVE_SHARE * seg.max(axis=1, keepdims=True))
-    lag = lo + np.where(good.any(axis=1), np.argmax(good, axis=1), np.argmax(seg, axis=1))
-    best = r[np.arange(count), lag]
-    # a parabola through the peak and its neighbours for the lag between samples
-    a, b, c = (r[np.arange(count), lag + k] for k in (-1, 0, 1))
-    den = a - 2 * b + c
-    fine = lag + np.where(np.abs(den) > 1e-12, 0.5 * (a - c) / np.where(den == 0, 1, den), 0.0)
-    db = 10 * np.log10(np.mean(frames**2, axis=1) + 1e-12)
-    voiced = (best > VOICED_R) & (db > db.max() - 35.0)
-    f0 = np.where(voiced, TRACK_RATE / np.clip(fine, lo, hi), 0.0)
-    # the spectral envelope as cepstral coefficients (the harmonics smoothed away)
-    cep = np.fft.irfft(np.log(power + 1e-12), nfft)[:, 1:CEPSTRA + 1]
-    return Track(f0, db, cep)
-
-
-def envelope_db(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> float:
-    """The RMS distance in dB between two spectral envelopes (cepstral distance)."""
-    return float(10 / math.log(10) * math.sqrt(2 * float(np.sum((a - b) ** 2))))
-
-
 def held_onset(x: Pcm, rate: int, after: int = 0) -> int:
     """Where the held end of `x` begins (its frame; `x.size` when there is none), not before
     `after`: the held sound's pitch is the median of the loud voiced frames in its last
@@ -336,9 +281,9 @@ def _bounded(a: Anatomy, join: int, *ratios: float) -> Plan:
 
 
 def render(x: Pcm, rate: int, p: Plan) -> Pcm:
-    """`x` fitted as `p` says: each run of speech between pauses stretched on its own, the
-    last with the held sound and its release."""
-    a = as_pcm(x)
+    """`x` fitted as `p` says: the held sound and its release resized (`_end_resized`), then
+    each run of speech between pauses stretched on its own, the last joined to the held end."""
+    a, p = _end_resized(as_pcm(x), rate, p)
     out: list[Pcm] = []
     pieces = p.pieces()
     k = 0
@@ -355,6 +300,31 @@ def render(x: Pcm, rate: int, p: Plan) -> Pcm:
         out.append(stretch_parts(a, rate, cuts, [g[3] for g in group]))
         k += len(group)
     return as_pcm(np.concatenate(out)) if out else a[:0].copy()
+
+
+def _end_resized(a: Pcm, rate: int, p: Plan) -> tuple[Pcm, Plan]:
+    """`a` with its held sound and release made as long as `p` asks without stretching them
+    (`heldend`), and the plan that renders the result: theirs now ratio 1. A release given more
+    time than it has stays as recorded, the held sound taking the time; a held sound too short
+    to splice is stretched."""
+    b = p.anatomy
+    if b.release == b.hold and b.size == b.release:
+        return a, p
+    held_n = round(b.sounded * p.hold_ratio)
+    fade_n = round((b.size - b.release) * p.release_ratio)
+    if fade_n > b.size - b.release:
+        held_n, fade_n = held_n + fade_n - (b.size - b.release), b.size - b.release
+    held = a[b.hold:b.release]
+    if held.size and held_n != held.size:
+        spliced = heldend.resize_held(held, rate, held_n)
+        if abs(spliced.size - held_n) > round(heldend.SLACK_S * rate):  # too short to splice
+            spliced = stretch(held, rate, held_n / held.size)
+        fade_n = max(0, fade_n + held_n - spliced.size)
+        held = spliced
+    fade = heldend.shorten_release(a[b.release:], rate, fade_n)
+    out = as_pcm(np.concatenate([a[:b.hold], held, fade]))
+    body = replace(b, size=out.size, release=b.hold + held.size)
+    return out, replace(p, anatomy=body, hold_ratio=1.0, release_ratio=1.0)
 
 
 def _cut(x: Pcm, n: int, rate: int) -> Pcm:
@@ -394,7 +364,8 @@ def stretch_parts(x: Pcm, rate: int, cuts: list[int], ratios: list[float]) -> Pc
     out, start = [], 0
     for k in range(len(parts) - 1):
         (y, _, a_cut), (z, b_cut, b_end) = parts[k], parts[k + 1]
-        h = min(xf // 2, a_cut - start, y.size - a_cut, b_cut - seek, (b_end - b_cut) // 2)
+        h = min(xf // 2, a_cut - start, y.size - a_cut, b_cut - seek, (b_end - b_cut) // 2,
+                z.size - b_cut - seek)  # a part a few frames long (a verse cut off in its hold)
         if h <= 0:
             out.append(y[start:a_cut])
             start = b_cut

@@ -102,7 +102,7 @@ class PackVoice:
             "fallback_for_missing": fallback_for_missing,
             **speed_params(speed),
             "pace_s": self.pace_s,
-            "trim": "noise-floor",
+            "trim": "noise-floor-tail",
             **self._shape_params(),
             # a one-file jokā is cut where packjoka hears its verses (v2), its repeat kept or not
             "joka": f"v2-{'repeat' if joka_repeat else 'once'}",
