@@ -34,6 +34,9 @@ class ChantConfig(Frozen):
     scoop_st: float = Field(2.0, ge=0, le=12)  # the first mora rises into the tone from below
     tone_hz: float | None = Field(345.0, ge=60, le=1000)  # null: each verse's own median
     phrase_gap_s: Seconds = Field(0.0, ge=0, le=0.5)
+    # each verse its own vibrato (rate x0.9-1.1, depth x0.8-1.15) and hold (x1-1.12),
+    # drawn from the verse: never two alike, the same verse always alike (false: all as set)
+    vary: bool = True
 
 
 class VoiceConfig(Frozen):

@@ -174,3 +174,22 @@ def test_without_the_hts_api_the_voice_reads_naturally_and_says_so(monkeypatch, 
     monkeypatch.undo()
     again = factory.make_voice(VoiceConfig(cache_dir=tmp_path), RATE)
     assert again.voice.params["style"] == "reader"
+
+
+def test_no_two_verses_are_held_alike_and_each_is_always_the_same(reader_voice):
+    # issue 48: one vibrato for every verse sounded synthetic; a reader's varies (4.5-6 Hz,
+    # 0.5-1 st). Measured on the sound (bench/reading_style.py: a line and a sine fitted)
+    clips = [verse_clip(no, v) for no in (1, 17, 33, 61) for v in Verse]
+    figures = [measure(reader_voice.render(c), RATE, *reader_voice.timing(c)) for c in clips]
+    rates = [r.vibrato_hz for r in figures]
+    print("vibrato", [(r.vibrato_hz, round(r.vibrato_st, 2)) for r in figures])
+    assert all(4.5 <= r.vibrato_hz <= 6.0 and 0.5 <= r.vibrato_st <= 1.0 for r in figures)
+    assert len({(round(r.vibrato_hz, 2), round(r.vibrato_st, 2)) for r in figures}) == 8
+    assert max(rates) - min(rates) >= 0.5
+    assert all(r.last_ratio >= (3.0 if c.verse is Verse.KAMI else 4.0)
+               for r, c in zip(figures, clips, strict=True))
+    again = OpenJTalkVoice(RATE, chant=reader_voice.chant)  # another process would: the same
+    assert np.array_equal(again.render(clips[0]), reader_voice.render(clips[0]))
+    same = OpenJTalkVoice(RATE, chant=ChantStyle(vary=False))
+    flat = [measure(same.render(c), RATE, *same.timing(c)).vibrato_hz for c in clips[:4]]
+    assert max(flat) - min(flat) <= 0.25  # without `vary`, one vibrato (as before issue 48)

@@ -21,9 +21,11 @@ without touching the spectrum) and the release (a fade linear in dB), and the ph
 
 from __future__ import annotations
 
+import hashlib
 import math
+import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 import numpy as np
@@ -58,6 +60,7 @@ class ChantStyle:
     scoop_st: float = 2.0  # the verse's first mora rises into the tone from this far below
     phrase_gap_s: float = 0.0  # between the phrases (a reader joins them without stopping)
     tone_hz: float | None = 345.0  # the reciting tone (None: each verse's own median)
+    vary: bool = True  # each verse its own vibrato and hold, within a reader's ranges
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,10 +220,28 @@ def release(x: np.ndarray, start: int, stop: int) -> np.ndarray:
     return out
 
 
+def for_verse(style: ChantStyle, phrase_labels: Sequence[Sequence[str]]) -> ChantStyle:
+    """The style one verse is read in (issue 48: a reader never holds two verses alike): with
+    `vary`, its vibrato rate 0.9-1.1 and depth 0.8-1.15 times the style's (4.7-5.7 Hz and
+    0.64-0.92 st at the defaults), its hold 1-1.12 times (4-4.5 / 4.7-5.3 median morae: never
+    shorter than set), drawn from the verse's own labels: the same verse always alike, a match
+    replayed alike."""
+    if not style.vary:
+        return style
+    digest = hashlib.sha256("\n".join("|".join(p) for p in phrase_labels).encode()).digest()
+    rng = random.Random(int.from_bytes(digest[:8], "big"))
+    hold = rng.uniform(1.0, 1.12)
+    return replace(style, vibrato_hz=style.vibrato_hz * rng.uniform(0.9, 1.1),
+                   vibrato_st=style.vibrato_st * rng.uniform(0.8, 1.15),
+                   hold_upper=style.hold_upper * hold, hold_lower=style.hold_lower * hold)
+
+
 def chant(hts: Hts, phrase_labels: Sequence[Sequence[str]], style: ChantStyle, *,
           lower: bool, pitch_st: float = 0.0) -> tuple[list[np.ndarray], VersePlan]:
-    """Each phrase's samples (int16 scale, untrimmed) read in the reader's style, the last
-    with its held vowel, vibrato and release; and the plan they were read by."""
+    """Each phrase's samples (int16 scale, untrimmed) read in the reader's style (`for_verse`:
+    this verse's), the last with its held vowel, vibrato and release; and the plan they were
+    read by."""
+    style = for_verse(style, phrase_labels)
     vp = plan(hts, phrase_labels, style, lower=lower, pitch_st=pitch_st)
     out = []
     for k, p in enumerate(vp.phrases):

@@ -20,7 +20,16 @@ with contextlib.redirect_stdout(io.StringIO()):
 from audio.errors import VoiceError
 from audio.pcm import Pcm, resample, silence, trim_bounds, trim_silence
 from audio.voices import kana
-from audio.voices.chant import ChantStyle, chant, held_end, held_phonemes, lf0_target, morae, plan
+from audio.voices.chant import (
+    ChantStyle,
+    chant,
+    for_verse,
+    held_end,
+    held_phonemes,
+    lf0_target,
+    morae,
+    plan,
+)
 from audio.voices.hts import Hts
 from audio.voices.readings import clip_readings
 from audio.voices.voice import Param, mastered, read_phrase_by_phrase, speed_params
@@ -151,13 +160,13 @@ class OpenJTalkVoice:
         labels = [r.labels for r in clip_readings(clip)]
         natural = [tuple(hts.durations(labs)) for labs in labels]
         if self.chant is not None and clip.kind in (ClipKind.VERSE, ClipKind.PRELUDE):
-            vp = plan(hts, labels, self.chant, lower=clip.verse is Verse.SHIMO,
-                      pitch_st=self.pitch)
+            style = for_verse(self.chant, labels)
+            vp = plan(hts, labels, style, lower=clip.verse is Verse.SHIMO, pitch_st=self.pitch)
             p = vp.phrases[-1]
             x = held_end(hts.synthesize(p.labels, p.frames,
-                                        lf0_target(p, vp.tone, self.chant, len(labels) == 1),
+                                        lf0_target(p, vp.tone, style, len(labels) == 1),
                                         lf0_gv=False, no_gv=held_phonemes(vp)),
-                         vp, self.chant, hts)
+                         vp, style, hts)
             frames, first = p.frames, vp.final[1]
         else:
             x = hts.synthesize(labels[-1])
