@@ -16,6 +16,7 @@ the last 0.5 s whose energy above 6 kHz (the voice's harmonics stop at 5 kHz) st
 above that band's median there; the tail the last 30 ms's level under the loudest 30 ms.
 
     python -m bench.held_end [--poems N] [--rate HZ]
+    python -m bench.held_end --reader [--poems N]   # the reader style's hold, as heard
 """
 
 from __future__ import annotations
@@ -141,10 +142,11 @@ def reader_pack(folder: Path, rate: int, poems: int = 100) -> dict[str, HeldTrut
 
 
 def last_sound(x: Pcm, rate: int) -> tuple[int, int]:
-    """The last sound, as frames of `x`: from the last 2.5 ms step within 10 dB of the
-    loudest back to the dip before it (5 ms 15 dB under the loudest: the stop before the last
-    mora), to the last step within 40 dB."""
-    n = max(1, round(0.0025 * rate))
+    """The last sound, as frames of `x`: from the last 5 ms step within 10 dB of the loudest
+    back to the dip before it (a step 20 dB under the loudest: the stop before the last mora),
+    to the last step within 40 dB. 5 ms: a step shorter than a voice's period dips inside a
+    steady vowel."""
+    n = max(1, round(0.005 * rate))
     f = x[: x.size // n * n].astype(np.float64).reshape(-1, n)
     db = 10 * np.log10(np.mean(f * f, axis=1) + 1e-20)
     on = db > db.max() - 40.0
@@ -152,8 +154,8 @@ def last_sound(x: Pcm, rate: int) -> tuple[int, int]:
     if loud.size == 0:
         return 0, 0
     start = int(loud[-1])
-    near = db > db.max() - 15.0  # a stop squeezed and smeared by a stretcher is still a dip
-    while start > 1 and (near[start - 1] or near[start - 2]):
+    near = db > db.max() - 20.0  # a stop squeezed and smeared by a stretcher is still a dip
+    while start > 0 and near[start - 1]:
         start -= 1
     end = int(np.flatnonzero(on)[-1])
     return start * n, (end + 1) * n
@@ -183,6 +185,26 @@ def held_note(x: Pcm, rate: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[n
     keep = on[first:]
     times = np.asarray(k[first:][keep] * 0.01, dtype=np.float64)
     return times, np.asarray(st[first:][keep], dtype=np.float64), int(np.sum(octave[first:]))
+
+
+def steady_s(x: Pcm, rate: int) -> float:
+    """How long the held note (`held_note`'s pitch) stays steady: its longest run of 10 ms
+    frames (voiced, loud, on the note) whose level (over 30 ms, as an ear integrates it) stays
+    within a 3 dB band, in seconds: the hold a listener hears, found in the sound (a release
+    or the morae before it fall out)."""
+    s, e = last_sound(x, rate)
+    tt, _, _ = held_note(x, rate)
+    if tt.size < 2:
+        return 0.0
+    power = 10 ** (track(x[s:e], rate).db / 10)
+    smooth = np.convolve(power, np.ones(3) / 3, mode="same")  # 30 ms, as an ear integrates
+    db = 10 * np.log10(smooth[np.round(tt / 0.01).astype(int)] + 1e-20)
+    best, a = 0, 0
+    for b in range(db.size):  # a sliding window: the band's lowest and highest so far
+        while db[a:b + 1].max() - db[a:b + 1].min() > 3.0 or tt[b] - tt[a] > (b - a) * 0.011:
+            a += 1  # (a frame off the note breaks the run)
+        best = max(best, b - a + 1)
+    return best * 0.01
 
 
 def vibrato_hz(x: Pcm, rate: int) -> float:
@@ -263,11 +285,36 @@ def measure_pack(folder: Path, rate: int, pace_s: float, poems: int = 100
     return out, errors
 
 
+def reader_style_holds(poems: int = 100) -> None:
+    """The `reader` style's held last sound found in the sound (`steady_s`) over the median
+    mora (the synthesis's own durations), for `poems` poems: what a listener hears held."""
+    from audio.config import VoiceConfig
+    from audio.voices.chant import ChantStyle
+    from audio.voices.openjtalk import OpenJTalkVoice
+
+    voice = OpenJTalkVoice(48000, chant=ChantStyle(**VoiceConfig().chant.model_dump()))
+    for v, floor in ((Verse.KAMI, 3.0), (Verse.SHIMO, 4.0)):
+        ratios = []
+        for no in range(1, poems + 1):
+            c = verse_clip(no, v)
+            ratios.append(steady_s(voice.render(c), 48000)
+                          / statistics.median(voice.timing(c)[0]))
+        q = sorted(ratios)
+        print(f"reader {v.value}: held steady (3 dB band) / median mora {statistics.median(q):.2f}"
+              f" (p10-p90 {q[len(q) // 10]:.2f}-{q[len(q) * 9 // 10]:.2f}); "
+              f"{sum(r >= floor for r in q)} of {len(q)} >= {floor:g}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--poems", type=int, default=100)
-    ap.add_argument("--rate", type=int, default=24000)
+    ap.add_argument("--rate", type=int, default=16000)
+    ap.add_argument("--reader", action="store_true",
+                    help="the reader style's held sound found in the sound, not a pack")
     args = ap.parse_args()
+    if args.reader:
+        reader_style_holds(args.poems)
+        return
     with tempfile.TemporaryDirectory(prefix="yomite-held-") as tmp:
         reader_pack(Path(tmp), args.rate, args.poems)
         print(f"{2 * args.poems + 2} verses, {args.rate} Hz")
