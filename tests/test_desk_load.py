@@ -75,9 +75,12 @@ def test_a_page_that_leaves_is_not_kept_waiting(tmp_path):
                           "desk": {"database_url": "sqlite:///var/desk.sqlite3",
                                    "long_poll_s": 60}}, TOKEN).start()
     try:
+        # 30 s: the desk's first request makes its database (5 s, httpx's default, timed out
+        # once in an idle fresh clone beside three workers' Chromium tests)
         httpx2.post(f"{s.base}/api/tournaments", json={"id": "t", "name": "t"},
-                    headers=s.op).raise_for_status()
-        v = httpx2.get(f"{s.base}/api/tournaments/t/public", headers=s.op).json()["version"]
+                    headers=s.op, timeout=30).raise_for_status()
+        v = httpx2.get(f"{s.base}/api/tournaments/t/public", headers=s.op,
+                       timeout=30).json()["version"]
         socks = []
         for path in (f"/api/tournaments/t/public?after={v}", f"/api/tournaments/t?after={v}"):
             for _ in range(PAGES // 2):
@@ -87,7 +90,7 @@ def test_a_page_that_leaves_is_not_kept_waiting(tmp_path):
                 socks.append(sock)
         # the polls have reached the server (they wait): a change answers them all
         httpx2.patch(f"{s.base}/api/tournaments/t", json={"name": "u"},
-                     headers=s.op).raise_for_status()
+                     headers=s.op, timeout=30).raise_for_status()
         for sock in socks:
             assert b" 200 OK" in sock.recv(4096)
             sock.sendall(f"GET /api/tournaments/t/public?after={v + 1} HTTP/1.1\r\n"
