@@ -113,20 +113,26 @@ def _splice(a: Pcm, rate: int, st: npt.NDArray[np.float64], db: npt.NDArray[np.f
     f0 = 2 ** (float(at(st, np.array([src]))[0]) / 12) if st.any() else 200.0
     period = max(1, round(rate / max(50.0, f0)))
     h = xf // 2
-    ref = a[src - h: src + h].astype(np.float64)
-    best, shift = -math.inf, 0
-    for d in range(-(period // 2), period // 2 + 1):
-        if far + d - h < 0 or far + d + h > a.size:
-            continue
-        seg = a[far + d - h: far + d + h].astype(np.float64)
-        c = float(np.dot(ref, seg)) / (math.sqrt(float(np.dot(seg, seg) * np.dot(ref, ref)))
-                                       + 1e-12)
-        if c > best:
-            best, shift = c, d
+    shift = best_shift(a[src - h: src + h], a, far, h, period // 2)
     far += shift
     ramp = np.linspace(0.0, 1.0, 2 * h, dtype=np.float32)
     joined = a[src - h: src + h] * (1 - ramp) + a[far - h: far + h] * ramp
     return as_pcm(np.concatenate([a[: src - h], joined, a[far + h:]])), far - src
+
+
+def best_shift(ref: Pcm, z: Pcm, at: int, h: int, seek: int) -> int:
+    """The d in ±`seek` where `z[at + d - h: at + d + h]` lines up best with `ref` (normalised
+    correlation): where two waveforms are crossfaded without cancelling."""
+    r = ref.astype(np.float64)
+    best, shift = -math.inf, 0
+    for d in range(-seek, seek + 1):
+        if at + d - h < 0 or at + d + h > z.size:
+            continue
+        seg = z[at + d - h: at + d + h].astype(np.float64)
+        c = float(np.dot(r, seg)) / (math.sqrt(float(np.dot(seg, seg) * np.dot(r, r))) + 1e-12)
+        if c > best:
+            best, shift = c, d
+    return shift
 
 
 def rms_db(x: npt.NDArray[np.floating]) -> float:

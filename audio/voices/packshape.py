@@ -370,14 +370,7 @@ def stretch_parts(x: Pcm, rate: int, cuts: list[int], ratios: list[float]) -> Pc
             out.append(y[start:a_cut])
             start = b_cut
             continue
-        ref = y[a_cut - h: a_cut + h].astype(np.float64)
-        best, shift = -math.inf, 0
-        for d in range(-seek, seek + 1):
-            seg = z[b_cut - h + d: b_cut + h + d].astype(np.float64)
-            c = float(np.dot(ref, seg)) / (math.sqrt(float(np.dot(seg, seg) * np.dot(ref, ref)))
-                                           + 1e-12)
-            if c > best:
-                best, shift = c, d
+        shift = heldend.best_shift(y[a_cut - h: a_cut + h], z, b_cut, h, seek)
         ramp = np.linspace(0.0, 1.0, 2 * h, dtype=np.float32)
         b = b_cut + shift
         joined = y[a_cut - h: a_cut + h] * (1 - ramp) + z[b - h: b + h] * ramp
